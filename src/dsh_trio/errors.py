@@ -1,0 +1,151 @@
+"""Every exception dsh_trio raises on purpose.
+
+All of them derive from :class:`DshError`. Each carries the structured facts a caller
+needs (``SessionCorruptError.seq``, ``AgentCancelled.cause``) as attributes, and a
+message that says what was wrong and where.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._values import CancelCause, LlmFailure
+
+__all__ = [
+    "DshError",
+    "AgentBusyError",
+    "AgentDisposedError",
+    "AgentCancelled",
+    "DuplicateMessageError",
+    "InvalidSpliceError",
+    "NoInitiatorError",
+    "SessionNotFoundError",
+    "SessionCorruptError",
+    "InvalidEventError",
+    "SessionReentrancyError",
+    "SessionFormatError",
+    "SessionLockedError",
+    "InvalidSessionIdError",
+    "PersistenceNotConfiguredError",
+    "LlmError",
+    "ToolArgumentsError",
+]
+
+
+class DshError(Exception):
+    """Base class of every error dsh_trio raises deliberately."""
+
+
+class AgentBusyError(DshError):
+    """The agent already has active work (a turn or a maintenance task)."""
+
+
+class AgentDisposedError(DshError):
+    """The agent was disposed; it accepts no more input."""
+
+
+class AgentCancelled(DshError):
+    """An activity was cancelled through :meth:`Agent.cancel`.
+
+    Attributes:
+        cause: the first :class:`CancelCause` given for the activity.
+    """
+
+    def __init__(self, cause: CancelCause) -> None:
+        super().__init__(f"agent activity cancelled ({cause.kind})")
+        self.cause = cause
+
+
+class DuplicateMessageError(DshError, ValueError):
+    """A message id is already pending in the inbox."""
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(f'message "{message_id}" is already pending')
+        self.message_id = message_id
+
+
+class InvalidSpliceError(DshError, ValueError):
+    """An inbox splice does not fit the current inbox (bad target or coordinates)."""
+
+
+class NoInitiatorError(DshError, LookupError):
+    """No initiating agent is active in this context."""
+
+    def __init__(self) -> None:
+        super().__init__("no initiating agent is active")
+
+
+class SessionNotFoundError(DshError, LookupError):
+    """No persisted session exists under the given id."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f'session "{session_id}" was not found')
+        self.session_id = session_id
+
+
+class SessionCorruptError(DshError, ValueError):
+    """The session history is malformed.
+
+    Attributes:
+        seq: the sequence number of the first bad event, or ``None`` when the damage
+            is not tied to one event (a bad header line, say).
+    """
+
+    def __init__(self, message: str, *, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq
+
+
+class InvalidEventError(SessionCorruptError):
+    """``Session.append`` refused an event that would make the history malformed.
+
+    Raised for non-JSON data, surface-rule violations and badly shaped data of known
+    event types. Nothing was appended. ``seq`` is the seq the event would have had.
+    """
+
+    def __init__(
+        self, message: str, *, seq: int | None = None, type: str | None = None
+    ) -> None:
+        super().__init__(message, seq=seq)
+        self.type = type
+
+
+class SessionReentrancyError(DshError, RuntimeError):
+    """A ``session/event`` listener tried to append to the same session synchronously."""
+
+
+class SessionFormatError(DshError, ValueError):
+    """A persisted session uses a format version this library does not read."""
+
+    def __init__(self, message: str, *, version: object = None) -> None:
+        super().__init__(message)
+        self.version = version
+
+
+class SessionLockedError(DshError, RuntimeError):
+    """Another owner holds the session file open for writing."""
+
+
+class InvalidSessionIdError(DshError, ValueError):
+    """A session id is not usable (empty, not a string, or unsafe as a file name)."""
+
+
+class PersistenceNotConfiguredError(DshError, RuntimeError):
+    """The operation needs session persistence, and the runtime has none."""
+
+
+class LlmError(DshError):
+    """A model call failed; ``failure`` carries the facts (message, code, status, ...)."""
+
+    def __init__(self, failure: LlmFailure) -> None:
+        super().__init__(f"{failure.message} ({failure.code})")
+        self.failure = failure
+
+
+class ToolArgumentsError(DshError, ValueError):
+    """Tool arguments do not match the tool's schema."""
+
+    def __init__(self, message: str, *, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.tool = tool
