@@ -1,1 +1,135 @@
-"""dsh_trio."""
+"""dsh_trio: LLM agents on trio, with structured concurrency all the way down.
+
+Every agent is owned by a trio nursery; its turns and maintenance tasks are cancel
+scopes; its inbox and history live in an append-only session log.
+
+Example::
+
+    import trio
+    import dsh_trio as dsh
+    from dsh_trio.testing import ScriptedModel, reply
+
+    async def main() -> None:
+        async with dsh.open_runtime(models={"scripted": ScriptedModel(reply("hi"))}) as runtime:
+            options = dsh.AgentOptions(provider="scripted", model="demo")
+            async with runtime.agents.open(options=options) as agent:
+                agent.followup(dsh.user_message("hello"))
+                await agent.when_idle()
+                print(agent.session.derive_messages()[-1])
+
+    trio.run(main)
+"""
+
+from ._values import (
+    Aborted as Aborted,
+    AgentOptions as AgentOptions,
+    AgentStatus as AgentStatus,
+    AssistantMessage as AssistantMessage,
+    Blocked as Blocked,
+    CallConfig as CallConfig,
+    CancelCause as CancelCause,
+    Completed as Completed,
+    ContentBlock as ContentBlock,
+    DisposedCancel as DisposedCancel,
+    Enter as Enter,
+    Errored as Errored,
+    HookCancel as HookCancel,
+    ImageBlock as ImageBlock,
+    InboxTarget as InboxTarget,
+    Interrupted as Interrupted,
+    MaxTokens as MaxTokens,
+    Message as Message,
+    MessageId as MessageId,
+    ModelSource as ModelSource,
+    ParentCancel as ParentCancel,
+    PluginSource as PluginSource,
+    PreStepDecision as PreStepDecision,
+    ReasoningBlock as ReasoningBlock,
+    Reject as Reject,
+    RequestErrorAction as RequestErrorAction,
+    Retry as Retry,
+    SessionId as SessionId,
+    SurfaceReplace as SurfaceReplace,
+    SystemMessage as SystemMessage,
+    TextBlock as TextBlock,
+    ToolCallBlock as ToolCallBlock,
+    ToolCallId as ToolCallId,
+    ToolResultBlock as ToolResultBlock,
+    ToolSource as ToolSource,
+    TurnEndReason as TurnEndReason,
+    UserCancel as UserCancel,
+    UserMessage as UserMessage,
+    UserSource as UserSource,
+    new_message_id as new_message_id,
+    user_message as user_message,
+)
+from .errors import (
+    AgentBusyError as AgentBusyError,
+    AgentCancelled as AgentCancelled,
+    AgentDisposedError as AgentDisposedError,
+    DshError as DshError,
+    DuplicateMessageError as DuplicateMessageError,
+    InvalidEventError as InvalidEventError,
+    InvalidSessionIdError as InvalidSessionIdError,
+    InvalidSpliceError as InvalidSpliceError,
+    LlmError as LlmError,
+    NoInitiatorError as NoInitiatorError,
+    PersistenceNotConfiguredError as PersistenceNotConfiguredError,
+    SessionCorruptError as SessionCorruptError,
+    SessionFormatError as SessionFormatError,
+    SessionLockedError as SessionLockedError,
+    SessionNotFoundError as SessionNotFoundError,
+    SessionReentrancyError as SessionReentrancyError,
+    ToolArgumentsError as ToolArgumentsError,
+)
+from .events import EventBus as EventBus
+from .llm import (
+    BlockAssembler as BlockAssembler,
+    BlockEnd as BlockEnd,
+    BlockStart as BlockStart,
+    Finish as Finish,
+    FinishReason as FinishReason,
+    LlmFailure as LlmFailure,
+    ModelAdapter as ModelAdapter,
+    ModelRegistry as ModelRegistry,
+    ModelRequest as ModelRequest,
+    OpenAICompatibleAdapter as OpenAICompatibleAdapter,
+    ReasoningDelta as ReasoningDelta,
+    RetryPolicy as RetryPolicy,
+    StreamChunk as StreamChunk,
+    TextDelta as TextDelta,
+    ToolCallDelta as ToolCallDelta,
+    Usage as Usage,
+)
+from .loop import (
+    Agent as Agent,
+    AgentScope as AgentScope,
+    CancelSignal as CancelSignal,
+    Inbox as Inbox,
+    SystemPrompt as SystemPrompt,
+    current_initiator as current_initiator,
+    initiator as initiator,
+    no_initiator as no_initiator,
+    require_initiator as require_initiator,
+)
+from .nursery import (
+    AgentExistsError as AgentExistsError,
+    AgentHandle as AgentHandle,
+    AgentRegistry as AgentRegistry,
+    Runtime as Runtime,
+    SessionStore as SessionStore,
+    open_runtime as open_runtime,
+)
+from .session import (
+    JsonlPersistence as JsonlPersistence,
+    Session as Session,
+    SessionEvent as SessionEvent,
+    SessionHeader as SessionHeader,
+    SessionPersistence as SessionPersistence,
+)
+try:  # TEMP
+    from .tools import ToolContext as ToolContext, ToolResult as ToolResult, tool as tool
+except ImportError:
+    pass
+
+__version__ = "0.1.0"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Iterable
 from typing import ClassVar, Literal, NewType, TypeAlias
 
 import attrs
@@ -339,6 +340,10 @@ class Reject:
     """``agent/pre-step``: end the turn ``Blocked``; the batch is dropped."""
 
 
+def _message_tuple(messages: Iterable[UserMessage]) -> tuple[UserMessage, ...]:
+    return tuple(messages)
+
+
 @attrs.frozen
 class Enter:
     """``agent/pre-step``: run a step with ``messages``.
@@ -347,7 +352,7 @@ class Enter:
     request series (system prompt normalised to node 0, header logged as a series).
     """
 
-    messages: tuple[UserMessage, ...] = attrs.field(converter=tuple)
+    messages: tuple[UserMessage, ...] = attrs.field(converter=_message_tuple)
     starts_request_series: bool = False
 
 

@@ -30,6 +30,11 @@ __all__ = [
     "PersistenceNotConfiguredError",
     "LlmError",
     "ToolArgumentsError",
+    "DuplicateProviderError",
+    "ForkBoundaryError",
+    "InvalidStreamChunkError",
+    "PersistenceSeqError",
+    "SessionExistsError",
 ]
 
 
@@ -149,3 +154,54 @@ class ToolArgumentsError(DshError, ValueError):
     def __init__(self, message: str, *, tool: str | None = None) -> None:
         super().__init__(message)
         self.tool = tool
+
+
+class DuplicateProviderError(DshError, ValueError):
+    """A model adapter is already registered for the provider."""
+
+    def __init__(self, provider: str) -> None:
+        super().__init__(
+            f'a model adapter is already registered for provider "{provider}"'
+        )
+        self.provider = provider
+
+
+class PersistenceSeqError(DshError, ValueError):
+    """A batch handed to a session writer does not continue the written log.
+
+    Attributes:
+        expected: the seq the next written event must have.
+        got: the seq the offending event has.
+    """
+
+    def __init__(self, message: str, *, expected: int, got: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.got = got
+
+
+class SessionExistsError(DshError, FileExistsError):
+    """A new session was requested under an id that is already persisted."""
+
+    def __init__(self, session_id: str, where: str) -> None:
+        super().__init__(f'session "{session_id}" already exists at {where}')
+        self.session_id = session_id
+
+
+class ForkBoundaryError(DshError, ValueError):
+    """A fork boundary is not a valid cut of the session log.
+
+    The boundary must name an existing event, and the prefix it ends must not stop
+    inside an open turn.
+
+    Attributes:
+        boundary: the requested boundary seq.
+    """
+
+    def __init__(self, message: str, *, boundary: object) -> None:
+        super().__init__(message)
+        self.boundary = boundary
+
+
+class InvalidStreamChunkError(DshError, TypeError):
+    """A stream chunk (or its receive time) cannot be recorded losslessly."""

@@ -1,0 +1,44 @@
+"""The model seam: stream chunks, adapters, the block assembler, registry and retries."""
+
+from .._values import (
+    BlockEnd as BlockEnd,
+    BlockStart as BlockStart,
+    Finish as Finish,
+    FinishReason as FinishReason,
+    LlmFailure as LlmFailure,
+    ReasoningDelta as ReasoningDelta,
+    StreamChunk as StreamChunk,
+    TextDelta as TextDelta,
+    ToolCallDelta as ToolCallDelta,
+    Usage as Usage,
+)
+from ..errors import LlmError as LlmError
+from ._assembler import BlockAssembler as BlockAssembler
+from ._openai import OpenAICompatibleAdapter as OpenAICompatibleAdapter
+from ._registry import ModelRegistry as ModelRegistry, RetryPolicy as RetryPolicy
+from ._retry import install_retry_listener as install_retry_listener
+from ._runtime import error_chain as error_chain, stream_model as stream_model
+from ._types import ModelAdapter as ModelAdapter, ModelRequest as ModelRequest
+
+__all__ = [
+    "BlockStart",
+    "TextDelta",
+    "ReasoningDelta",
+    "ToolCallDelta",
+    "BlockEnd",
+    "Usage",
+    "Finish",
+    "FinishReason",
+    "StreamChunk",
+    "LlmFailure",
+    "LlmError",
+    "ModelRequest",
+    "ModelAdapter",
+    "BlockAssembler",
+    "ModelRegistry",
+    "RetryPolicy",
+    "stream_model",
+    "error_chain",
+    "install_retry_listener",
+    "OpenAICompatibleAdapter",
+]

@@ -1,0 +1,28 @@
+"""The agent driver: one agent, its inbox, its turns and steps."""
+
+from ._agent import Agent as Agent, AgentConfigError as AgentConfigError, AgentScope as AgentScope
+from ._inbox import Inbox as Inbox
+from ._initiator import (
+    current_initiator as current_initiator,
+    initiator as initiator,
+    no_initiator as no_initiator,
+    require_initiator as require_initiator,
+)
+from ._prompt import SystemPrompt as SystemPrompt
+from ._services import NoTools as NoTools, ToolExecutor as ToolExecutor
+from ._signal import CancelSignal as CancelSignal
+
+__all__ = [
+    "Agent",
+    "AgentConfigError",
+    "AgentScope",
+    "CancelSignal",
+    "Inbox",
+    "NoTools",
+    "SystemPrompt",
+    "ToolExecutor",
+    "current_initiator",
+    "initiator",
+    "no_initiator",
+    "require_initiator",
+]

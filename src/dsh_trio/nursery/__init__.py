@@ -1,0 +1,29 @@
+"""Ownership: the runtime nursery, the agent registry, handles and disposal."""
+
+from ..loop._initiator import (
+    current_initiator as current_initiator,
+    initiator as initiator,
+    no_initiator as no_initiator,
+    require_initiator as require_initiator,
+)
+from ._runtime import (
+    AgentExistsError as AgentExistsError,
+    AgentHandle as AgentHandle,
+    AgentRegistry as AgentRegistry,
+    Runtime as Runtime,
+    SessionStore as SessionStore,
+    open_runtime as open_runtime,
+)
+
+__all__ = [
+    "AgentExistsError",
+    "AgentHandle",
+    "AgentRegistry",
+    "Runtime",
+    "SessionStore",
+    "current_initiator",
+    "initiator",
+    "no_initiator",
+    "open_runtime",
+    "require_initiator",
+]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
@@ -102,6 +103,16 @@ def _camel(name: str) -> str:
 # --------------------------------------------------------------------------- lossless JSON
 
 
+def _encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_json(value: object, where: str = "value") -> JsonValue:
     """Return a private deep copy of ``value`` if it is lossless JSON, else raise.
 
@@ -116,7 +127,13 @@ def check_json(value: object, where: str = "value") -> JsonValue:
 
 
 def _check(value: object, path: str, active: set[int]) -> JsonValue:
-    if value is None or value is True or value is False or type(value) is str:
+    if type(value) is str:
+        if not _encodable(cast(str, value)):
+            raise TypeError(
+                f"{path} contains a lone surrogate, which UTF-8 cannot encode"
+            )
+        return cast(str, value)
+    if value is None or value is True or value is False:
         return cast(JsonValue, value)
     tp = type(value)
     if tp is int:
@@ -133,7 +150,7 @@ def _check(value: object, path: str, active: set[int]) -> JsonValue:
             raise TypeError(f"{path} is -0.0, which JSON cannot keep")
         return f
     if isinstance(value, str):  # str subclasses (enums) become plain strings
-        return str(value)
+        return _check(str(value), path, active)
     if tp is list or tp is tuple:
         key = id(value)
         if key in active:
@@ -178,7 +195,7 @@ def _is_json_value(tp: object) -> bool:
     # ForwardRefs, so recognise it by its scalar members rather than by identity.
     if tp is JsonValue:
         return True
-    if typing.get_origin(tp) is not typing.Union:
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
         return False
     return set(typing.get_args(tp)) >= _JSON_SCALARS
 
@@ -188,6 +205,48 @@ def _structure_json(value: object, _tp: object) -> JsonValue:
 
 
 converter.register_structure_hook_func(_is_json_value, _structure_json)
+
+
+# cattrs' default scalar hooks convert (``int("1")``, ``int(1.5)``, ``str(5)``); JSON
+# data must already have the declared type, so these refuse instead.
+def _structure_int(value: object, _tp: object) -> int:
+    if type(value) is not int:
+        raise TypeError(
+            f"expected an integer, got {type(value).__name__} {value!r:.40}"
+        )
+    return cast(int, check_json(value, "integer"))
+
+
+def _structure_str(value: object, _tp: object) -> str:
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__} {value!r:.40}")
+    return value
+
+
+def _structure_bool(value: object, _tp: object) -> bool:
+    if type(value) is not bool:
+        raise TypeError(f"expected a boolean, got {type(value).__name__} {value!r:.40}")
+    return value
+
+
+def _structure_float(value: object, _tp: object) -> float:
+    if type(value) is not float and type(value) is not int:
+        raise TypeError(f"expected a number, got {type(value).__name__} {value!r:.40}")
+    return cast(float, check_json(value, "number"))
+
+
+def _structure_str_enum(value: object, tp: type[enum.StrEnum]) -> enum.StrEnum:
+    if type(value) is not str and not isinstance(value, tp):
+        raise TypeError(f"expected a string, got {type(value).__name__} {value!r:.40}")
+    return tp(value)
+
+
+converter.register_structure_hook(int, _structure_int)
+converter.register_structure_hook(bool, _structure_bool)
+converter.register_structure_hook(float, _structure_float)
+converter.register_structure_hook(str, _structure_str)
+# Without this, the ``str`` hook above would also capture ``StrEnum`` subclasses.
+converter.register_structure_hook(enum.StrEnum, _structure_str_enum)
 
 
 def _structure_number(value: object, _tp: object) -> int | float | None:

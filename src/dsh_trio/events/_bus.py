@@ -1,0 +1,306 @@
+"""The event bus: named events dispatched as emit, serial or waterfall, with scope filtering."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias, TypeVar, cast
+
+import trio
+
+__all__ = ["EmitListener", "EventBus", "SerialListener", "WaterfallListener"]
+
+P = TypeVar("P")
+T = TypeVar("T")
+
+#: A listener of an ``emit`` event: a plain callable taking the payload.
+EmitListener: TypeAlias = Callable[[P], None]
+#: A listener of a ``serial`` event: an async callable; a result other than ``None`` or
+#: ``False`` stops the chain and becomes the dispatch result.
+SerialListener: TypeAlias = Callable[[P], Awaitable[object]]
+#: A listener of a ``waterfall`` event: ``(payload, next)``; ``await next()`` runs the
+#: rest of the chain and returns its result.
+WaterfallListener: TypeAlias = Callable[[P, Callable[[], Awaitable[T]]], Awaitable[T]]
+
+_logger = logging.getLogger("dsh_trio")
+
+
+class _Unset:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<from payload>"
+
+
+#: Marks "take the dispatch scope from ``payload.agent``".
+_FROM_PAYLOAD: Any = _Unset()
+
+
+class _Entry:
+    """One registration. Identity distinguishes two registrations of one callable."""
+
+    __slots__ = ("listener", "scope")
+
+    def __init__(self, listener: Callable[..., Any], scope: object | None) -> None:
+        self.listener = listener
+        self.scope = scope
+
+
+def _no_parent(_scope: object) -> object | None:
+    return None
+
+
+class EventBus:
+    """Named events with three dispatch modes and scope-filtered delivery.
+
+    * :meth:`emit` calls plain listeners in order; a failing listener is logged through
+      the ``dsh_trio`` logger and the others still run.
+    * :meth:`serial` awaits async listeners in order; the first result other than
+      ``None``/``False`` stops the chain and is returned; a failure propagates.
+    * :meth:`waterfall` runs async middleware ``(payload, next)``; the first registered
+      listener is the outermost; the innermost ``next()`` returns the dispatch default.
+
+    Every dispatch has a scope (by default the payload's ``agent`` attribute). A listener
+    registered with ``scope=None`` hears every event; a listener registered with a scope
+    ``S`` hears events whose scope is ``S`` or one of its descendants (the
+    ``parent_of`` chain of the event's scope passes through ``S``), never events of
+    siblings or ancestors. An event whose scope is ``None`` reaches only unscoped
+    listeners.
+
+    Each dispatch works on the listener set as it was when the dispatch started:
+    registering or removing listeners from inside a listener affects later dispatches
+    only.
+
+    Args:
+        parent_of: gives the owner of a scope, or ``None`` for a root; the runtime maps
+            an agent to its parent agent. Without it no scope has a parent.
+
+    Example::
+
+        bus = EventBus()
+        dispose = bus.on("agent/status", lambda p: print(p.status))
+        bus.emit("agent/status", payload)
+        dispose()
+    """
+
+    __slots__ = ("_listeners", "_parent_of")
+
+    def __init__(
+        self, *, parent_of: Callable[[object], object | None] | None = None
+    ) -> None:
+        # Only names with at least one listener are keys, so "nobody listens" is one
+        # failed dictionary lookup.
+        self._listeners: dict[str, tuple[_Entry, ...]] = {}
+        self._parent_of = parent_of if parent_of is not None else _no_parent
+
+    # ------------------------------------------------------------------ registration
+
+    def on(
+        self,
+        name: str,
+        listener: Callable[..., Any],
+        *,
+        scope: object | None = None,
+        prepend: bool = False,
+    ) -> Callable[[], None]:
+        """Register ``listener`` for the event ``name``.
+
+        Never blocks. The listener's shape depends on how the event is dispatched: a
+        plain callable for emit events, an async callable for serial events, an async
+        ``(payload, next)`` callable for waterfall events.
+
+        Args:
+            name: the event name, e.g. ``"agent/status"``.
+            listener: the callable to register. Registering the same callable twice
+                makes two independent registrations.
+            scope: hear only events about this scope and its descendants; ``None``
+                hears everything.
+            prepend: run before the listeners already registered for ``name``.
+
+        Returns:
+            An idempotent disposer that removes this registration.
+
+        Raises:
+            TypeError: ``name`` is not a string or ``listener`` is not callable.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"event name must be a str, got {name!r}")
+        if not callable(listener):
+            raise TypeError(f'listener for "{name}" is not callable: {listener!r}')
+        entry = _Entry(listener, scope)
+        current = self._listeners.get(name, ())
+        self._listeners[name] = (entry, *current) if prepend else (*current, entry)
+
+        def dispose() -> None:
+            entries = self._listeners.get(name)
+            if entries is None or entry not in entries:
+                return
+            remaining = tuple(e for e in entries if e is not entry)
+            if remaining:
+                self._listeners[name] = remaining
+            else:
+                del self._listeners[name]
+
+        return dispose
+
+    def has_listeners(self, name: str) -> bool:
+        """Whether any listener (of any scope) is registered for ``name``.
+
+        Lets callers skip building a payload nobody would receive.
+        """
+        return name in self._listeners
+
+    # ------------------------------------------------------------------ resolution
+
+    def _ancestry(self, scope: object) -> set[int]:
+        """Identities of ``scope`` and every owner above it (cycle-safe)."""
+        seen: set[int] = set()
+        current: object | None = scope
+        parent_of = self._parent_of
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            current = parent_of(current)
+        return seen
+
+    def _resolve(
+        self, entries: tuple[_Entry, ...], scope: object | None
+    ) -> list[Callable[..., Any]]:
+        ancestry: set[int] | None = None
+        admitted: list[Callable[..., Any]] = []
+        for entry in entries:
+            listener_scope = entry.scope
+            if listener_scope is not None:
+                if scope is None:
+                    continue
+                if ancestry is None:
+                    ancestry = self._ancestry(scope)
+                if id(listener_scope) not in ancestry:
+                    continue
+            admitted.append(entry.listener)
+        return admitted
+
+    # ------------------------------------------------------------------ dispatch
+
+    def emit(
+        self, name: str, payload: P, *, scope: object | None = _FROM_PAYLOAD
+    ) -> None:
+        """Call every admitted listener of ``name`` with ``payload``, in order.
+
+        Synchronous; never blocks. A listener that raises is logged (with the event
+        name) through the ``dsh_trio`` logger and the remaining listeners still run;
+        the failure never reaches the caller. Exceptions outside ``Exception``
+        (``KeyboardInterrupt``) propagate.
+
+        Args:
+            name: the event name.
+            payload: passed to each listener.
+            scope: the dispatch scope; by default ``payload.agent`` (or ``None``).
+        """
+        entries = self._listeners.get(name)
+        if entries is None:
+            return
+        if scope is _FROM_PAYLOAD:
+            scope = getattr(payload, "agent", None)
+        ancestry: set[int] | None = None
+        for entry in entries:
+            listener_scope = entry.scope
+            if listener_scope is not None:
+                if scope is None:
+                    continue
+                if ancestry is None:
+                    ancestry = self._ancestry(scope)
+                if id(listener_scope) not in ancestry:
+                    continue
+            try:
+                result = entry.listener(payload)
+            except Exception:
+                _logger.exception('listener of event "%s" raised', name)
+                continue
+            if result is not None and inspect.isawaitable(result):
+                # An async callable registered for an emit event: nothing would ever
+                # await it. Close it so it does not warn later, and say why.
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+                _logger.error(
+                    'listener of emit event "%s" returned an awaitable; emit listeners '
+                    "must be plain callables (%r)",
+                    name,
+                    entry.listener,
+                )
+
+    async def serial(
+        self, name: str, payload: P, *, scope: object | None = _FROM_PAYLOAD
+    ) -> object | None:
+        """Await the admitted listeners of ``name`` in order until one bails.
+
+        Executes a checkpoint first, then awaits each listener; cancellation is
+        delivered wherever a listener waits, and stops the chain. A listener result
+        other than ``None`` or ``False`` stops the chain and is returned.
+
+        Args:
+            name: the event name.
+            payload: passed to each listener.
+            scope: the dispatch scope; by default ``payload.agent`` (or ``None``).
+
+        Returns:
+            The bailing listener's result, or ``None`` when every listener returned
+            ``None``/``False`` (or none is registered).
+
+        Raises:
+            Exception: the first listener failure, unchanged; later listeners do not run.
+        """
+        await trio.lowlevel.checkpoint()
+        entries = self._listeners.get(name)
+        if entries is None:
+            return None
+        if scope is _FROM_PAYLOAD:
+            scope = getattr(payload, "agent", None)
+        for listener in self._resolve(entries, scope):
+            result = await listener(payload)
+            if result is not None and result is not False:
+                return cast("object", result)
+        return None
+
+    async def waterfall(
+        self, name: str, payload: P, default: T, *, scope: object | None = _FROM_PAYLOAD
+    ) -> T:
+        """Run the admitted listeners of ``name`` as middleware around ``default``.
+
+        Executes a checkpoint first. The first registered listener is the outermost:
+        it receives ``(payload, next)``, and ``await next()`` runs the next listener,
+        down to the innermost ``next()``, which returns ``default``. Every ``next`` of
+        one dispatch shares one cursor: calling it twice advances the chain twice. A
+        listener that does not call ``next`` short-circuits the listeners after it.
+
+        Args:
+            name: the event name.
+            payload: passed to each listener (it cannot be replaced along the chain).
+            default: what the innermost ``next()`` returns.
+            scope: the dispatch scope; by default ``payload.agent`` (or ``None``).
+
+        Returns:
+            The outermost listener's result (``default`` when nobody listens).
+
+        Raises:
+            Exception: a listener failure, unchanged.
+        """
+        await trio.lowlevel.checkpoint()
+        entries = self._listeners.get(name)
+        if entries is None:
+            return default
+        if scope is _FROM_PAYLOAD:
+            scope = getattr(payload, "agent", None)
+        chain = self._resolve(entries, scope)
+        cursor = 0
+
+        async def next_() -> T:
+            nonlocal cursor
+            if cursor >= len(chain):
+                return default
+            listener = chain[cursor]
+            cursor += 1
+            return cast("T", await listener(payload, next_))
+
+        return await next_()

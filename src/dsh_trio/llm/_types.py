@@ -1,0 +1,45 @@
+"""The model seam: what a request carries and what an adapter must provide."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import attrs
+
+from .._values import JsonValue, Message, SessionId, StreamChunk
+
+__all__ = ["ModelAdapter", "ModelRequest"]
+
+
+@attrs.frozen(kw_only=True)
+class ModelRequest:
+    """One model request: the route, the knobs, the derived history and tool schemas.
+
+    ``messages`` is the history derived from the session log (system, user, assistant
+    and tool-result messages, in surface order); ``tools`` the JSON tool schemas
+    (``{"name", "description", "parameters"}``).
+    """
+
+    provider: str
+    model: str
+    messages: tuple[Message, ...]
+    tools: tuple[JsonValue, ...] = attrs.field(default=(), hash=False)
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    stop: tuple[str, ...] | None = None
+    session_id: SessionId
+
+
+class ModelAdapter(Protocol):
+    """Streams one provider attempt.
+
+    ``stream`` returns an async iterator of :data:`StreamChunk` values: block starts,
+    deltas, block ends, usage, then one terminal :class:`Finish`. An adapter may
+    also fail by raising; the runtime turns any exception into one terminal
+    ``Finish`` error (or aborted) chunk. Adapters must let ``trio.Cancelled``
+    propagate and must checkpoint while they wait.
+    """
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]: ...

@@ -1,0 +1,294 @@
+"""The agent's inbox: two ordered pending lists, a projection of durable splices."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+from .._values import InboxSplice, InboxTarget, MessageId, SessionEvent, UserMessage
+from ..errors import DuplicateMessageError, InvalidSpliceError, SessionCorruptError
+from ..session._codec import check_json, to_json
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["Inbox", "InboxNotifications", "coerce_target"]
+
+
+def coerce_target(target: InboxTarget | str) -> InboxTarget:
+    """Accept an :class:`InboxTarget` or its plain string; raise InvalidSpliceError otherwise."""
+    try:
+        return InboxTarget(target)
+    except ValueError:
+        raise InvalidSpliceError(
+            f"unknown inbox target {target!r} (expected 'next-turn' or 'next-step')"
+        ) from None
+
+
+@attrs.frozen
+class InboxNotifications:
+    """Callbacks the inbox fires after a mutation is durable."""
+
+    inserted: Callable[[UserMessage], None]
+    discarded: Callable[[UserMessage], None]
+    claimed: Callable[[UserMessage, int], None]
+
+
+def _noop(*_args: object) -> None:
+    return None
+
+
+_SILENT = InboxNotifications(inserted=_noop, discarded=_noop, claimed=_noop)
+
+
+def _normalise(value: float, length: int, *, what: str) -> int:
+    """Array.prototype.splice-style coordinate normalisation (Python slice semantics)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidSpliceError(f"inbox splice {what} must be a number, got {value!r}")
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 0
+        if math.isinf(value):
+            return length if value > 0 else 0
+        value = int(value)
+    return value
+
+
+def _fold_error(seq: int, problem: str) -> SessionCorruptError:
+    return SessionCorruptError(f"invalid persisted inbox splice at session seq {seq}: {problem}", seq=seq)
+
+
+class Inbox:
+    """The agent's two durable pending lists: ``next_turn`` and ``next_step``.
+
+    Every mutation is one ``agent/inbox/spliced`` event appended to the session
+    first; the lists change only once it is durable, then the live notifications
+    fire (``discarded`` for public removals, then ``inserted``). The lists are
+    tuples replaced on every change, so a reader holding one never sees it move.
+
+    All methods are synchronous and never block. A mutation that would leave a
+    message id pending twice raises :class:`DuplicateMessageError` and changes
+    nothing. Created by the runtime; there is no public constructor.
+    """
+
+    __slots__ = ("_check_alive", "_ids", "_lists", "_notify", "_session")
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        notify: InboxNotifications = _SILENT,
+        check_alive: Callable[[], None] = _noop,
+    ) -> None:
+        self._session = session
+        self._notify = notify
+        self._check_alive = check_alive
+        self._lists: dict[InboxTarget, tuple[UserMessage, ...]] = {
+            InboxTarget.NEXT_TURN: (),
+            InboxTarget.NEXT_STEP: (),
+        }
+        self._ids: set[MessageId] = set()
+        for event in session.events:
+            if event.type == "agent/inbox/spliced":
+                self._replay(event)
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    def next_turn(self) -> tuple[UserMessage, ...]:
+        """Prompts waiting for their own turn, oldest first."""
+        return self._lists[InboxTarget.NEXT_TURN]
+
+    @property
+    def next_step(self) -> tuple[UserMessage, ...]:
+        """Input waiting for the next step boundary, oldest first."""
+        return self._lists[InboxTarget.NEXT_STEP]
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether either list holds a message."""
+        return bool(self._ids)
+
+    def __repr__(self) -> str:
+        return f"<Inbox next_turn={len(self.next_turn)} next_step={len(self.next_step)}>"
+
+    # ------------------------------------------------------------------ public mutations
+
+    def append(self, target: InboxTarget | str, message: UserMessage) -> None:
+        """Append ``message`` to ``target``'s list (durable; fires ``inserted``)."""
+        self._check_alive()
+        t = coerce_target(target)
+        self._mutate(t, len(self._lists[t]), 0, (message,), discard=True)
+
+    def prepend(self, target: InboxTarget | str, message: UserMessage) -> None:
+        """Insert ``message`` at the front of ``target``'s list."""
+        self._check_alive()
+        self._mutate(coerce_target(target), 0, 0, (message,), discard=True)
+
+    def splice(
+        self,
+        target: InboxTarget | str,
+        start: int,
+        delete_count: int,
+        inserted: Iterable[UserMessage] = (),
+    ) -> list[UserMessage]:
+        """Remove ``delete_count`` messages at ``start`` and insert ``inserted`` there.
+
+        Coordinates are normalised like a Python slice / JS splice: a negative
+        ``start`` counts from the end, out-of-range values are clamped, a negative
+        count removes nothing. Removed messages are discarded (a ``canceled`` splice).
+
+        Returns:
+            The removed messages.
+        """
+        self._check_alive()
+        t = coerce_target(target)
+        length = len(self._lists[t])
+        s = _normalise(start, length, what="start")
+        s = max(length + s, 0) if s < 0 else min(s, length)
+        d = _normalise(delete_count, length, what="delete_count")
+        d = min(max(d, 0), length - s)
+        return self._mutate(t, s, d, tuple(inserted), discard=True)
+
+    def replace(self, message_id: str, new: UserMessage) -> bool:
+        """Replace the pending message ``message_id`` in place (next-turn searched first).
+
+        Returns:
+            ``False`` (and nothing is written) if no such message is pending.
+        """
+        self._check_alive()
+        found = self._locate(message_id)
+        if found is None:
+            return False
+        target, index = found
+        self._mutate(target, index, 1, (new,), discard=True)
+        return True
+
+    def remove(self, message_id: str) -> bool:
+        """Discard the pending message ``message_id``; ``False`` if it is not pending."""
+        self._check_alive()
+        found = self._locate(message_id)
+        if found is None:
+            return False
+        target, index = found
+        self._mutate(target, index, 1, (), discard=True)
+        return True
+
+    def clear(self) -> None:
+        """Discard everything pending: next-step first, then next-turn (at most two events)."""
+        self._check_alive()
+        self._clear()
+
+    # ------------------------------------------------------------------ runtime-only
+
+    def _clear(self) -> None:
+        for target in (InboxTarget.NEXT_STEP, InboxTarget.NEXT_TURN):
+            n = len(self._lists[target])
+            if n:
+                self._mutate(target, 0, n, (), discard=True)
+
+    def _claim(self, target: InboxTarget, turn: int) -> list[UserMessage]:
+        """Take the batch of a boundary: all of next-step, plus one next-turn at a turn boundary."""
+        batch: list[UserMessage] = []
+        n = len(self._lists[InboxTarget.NEXT_STEP])
+        if n:
+            batch.extend(self._mutate(InboxTarget.NEXT_STEP, 0, n, (), discard=False))
+        if target is InboxTarget.NEXT_TURN and self._lists[InboxTarget.NEXT_TURN]:
+            batch.extend(self._mutate(InboxTarget.NEXT_TURN, 0, 1, (), discard=False))
+        claimed = self._notify.claimed
+        for message in batch:
+            claimed(message, turn)
+        return batch
+
+    def _insert(self, target: InboxTarget, message: UserMessage) -> None:
+        self._mutate(target, len(self._lists[target]), 0, (message,), discard=True)
+
+    # ------------------------------------------------------------------ internals
+
+    def _locate(self, message_id: str) -> tuple[InboxTarget, int] | None:
+        if message_id not in self._ids:
+            return None
+        for target in (InboxTarget.NEXT_TURN, InboxTarget.NEXT_STEP):
+            for i, m in enumerate(self._lists[target]):
+                if m.id == message_id:
+                    return target, i
+        return None  # pragma: no cover - _ids mirrors the lists
+
+    def _validate_inserted(self, inserted: Sequence[UserMessage], removed: Sequence[UserMessage]) -> None:
+        removed_ids = {m.id for m in removed}
+        seen: set[str] = set()
+        for m in inserted:
+            if type(m) is not UserMessage:
+                raise InvalidSpliceError(f"inbox messages must be UserMessage values, got {type(m).__name__}")
+            if m.id in seen or (m.id in self._ids and m.id not in removed_ids):
+                raise DuplicateMessageError(m.id)
+            seen.add(m.id)
+            try:
+                check_json(to_json(m), f"message {m.id!r}")
+            except TypeError as exc:
+                raise InvalidSpliceError(f"message {m.id!r} is not JSON-serialisable: {exc}") from exc
+
+    def _mutate(
+        self,
+        target: InboxTarget,
+        start: int,
+        delete_count: int,
+        inserted: tuple[UserMessage, ...],
+        *,
+        discard: bool,
+    ) -> list[UserMessage]:
+        if not delete_count and not inserted:
+            return []
+        current = self._lists[target]
+        removed = current[start : start + delete_count]
+        if inserted:
+            self._validate_inserted(inserted, removed)
+        outcome: Literal["canceled"] | None = "canceled" if discard and delete_count else None
+        self._session.append(
+            "agent/inbox/spliced",
+            InboxSplice(
+                target=target,
+                start=start,
+                inserted=inserted,
+                removed_count=delete_count or None,
+                outcome=outcome,
+            ),
+        )
+        self._lists[target] = current[:start] + inserted + current[start + delete_count :]
+        ids = self._ids
+        for m in removed:
+            ids.discard(m.id)
+        for m in inserted:
+            ids.add(m.id)
+        if discard:
+            discarded = self._notify.discarded
+            for m in removed:
+                discarded(m)
+        if inserted:
+            notify_inserted = self._notify.inserted
+            for m in inserted:
+                notify_inserted(m)
+        return list(removed)
+
+    def _replay(self, event: SessionEvent) -> None:
+        data = event.data
+        if not isinstance(data, InboxSplice):
+            raise _fold_error(event.seq, "data is not an inbox splice")
+        current = self._lists[data.target]
+        start, count = data.start, data.removed_count or 0
+        if start < 0 or start > len(current) or count < 0 or start + count > len(current):
+            raise _fold_error(event.seq, f"coordinates start={start} removedCount={count} outside a list of {len(current)}")
+        removed = current[start : start + count]
+        removed_ids = {m.id for m in removed}
+        for m in data.inserted:
+            if m.id in self._ids and m.id not in removed_ids:
+                raise _fold_error(event.seq, f'message "{m.id}" is already pending')
+        self._lists[data.target] = current[:start] + data.inserted + current[start + count :]
+        for m in removed:
+            self._ids.discard(m.id)
+        for m in data.inserted:
+            self._ids.add(m.id)
+

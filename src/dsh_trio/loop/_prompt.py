@@ -1,0 +1,157 @@
+"""System-prompt sections and their projection onto the session surface."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from .._values import (
+    SYSTEM_PROMPT_PLUGIN,
+    ContentBlock,
+    PluginSource,
+    SurfaceReplace,
+    SystemMessage,
+    SystemMessageData,
+    TextBlock,
+    new_message_id,
+)
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["SystemPrompt", "SystemPromptProjection"]
+
+Section = str | Callable[[object], str]
+
+
+@attrs.define(eq=False)
+class _Entry:
+    name: str
+    render: Section
+    scope: object | None
+
+
+class SystemPrompt:
+    """The system prompt, assembled from named sections.
+
+    The persona (``open_runtime(system_prompt=...)``) is the first section. Sections
+    are plain text or a callable ``(agent) -> str`` evaluated once per step. A section
+    registered with ``scope=agent`` (or through ``agent.scope.add_section``) applies to
+    that agent only. Non-empty sections are joined by a blank line.
+
+    Example::
+
+        runtime.prompt.add_section("style", "Answer in one sentence.")
+    """
+
+    def __init__(self, persona: str | None = None) -> None:
+        self._entries: list[_Entry] = []
+        if persona:
+            self._entries.append(_Entry("persona", persona, None))
+
+    def add_section(self, name: str, text: Section, *, scope: object | None = None) -> Callable[[], None]:
+        """Add a section; returns an idempotent disposer that removes it."""
+        entry = _Entry(name, text, scope)
+        self._entries.append(entry)
+
+        def dispose() -> None:
+            if entry in self._entries:
+                self._entries.remove(entry)
+
+        return dispose
+
+    def sections(self) -> list[str]:
+        """The names of the registered sections, in order."""
+        return [e.name for e in self._entries]
+
+    def render(self, agent: object) -> str:
+        """Render the prompt for ``agent`` (global sections and its own, in order)."""
+        parts: list[str] = []
+        for e in self._entries:
+            if e.scope is not None and e.scope is not agent:
+                continue
+            text = e.render if isinstance(e.render, str) else e.render(agent)
+            if text:
+                parts.append(text)
+        return "\n\n".join(parts)
+
+
+def _node_text(message: SystemMessage) -> str | None:
+    content = message.content
+    if not content:
+        return ""
+    if len(content) == 1 and isinstance(content[0], TextBlock):
+        return content[0].text
+    return None
+
+
+def _system_message(text: str) -> SystemMessage:
+    content: tuple[ContentBlock, ...] = (TextBlock(text),) if text else ()
+    return SystemMessage(id=new_message_id(), content=content, source=PluginSource(SYSTEM_PROMPT_PLUGIN))
+
+
+class SystemPromptProjection:
+    """Keeps the rendered prompt on the surface as ``system/message`` node 0.
+
+    The route is never "in-history" here, so every projection normalises: later
+    non-empty system nodes are replaced by empty ones (single-node replaces citing
+    the shadowed seq), then the head node is replaced if its text differs. With no
+    system node on the surface, one is appended (even an empty one).
+    """
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._generation = -1
+        self._next_seq = 0
+        self._nodes: list[int] = []
+
+    def _system_nodes(self) -> list[int]:
+        session = self._session
+        if session.replace_generation != self._generation:
+            events = session.events
+            self._nodes = [s for s in session.surface if events[s].type == "system/message"]
+            self._generation = session.replace_generation
+            self._next_seq = session.next_seq
+        elif session.next_seq != self._next_seq:
+            events = session.events
+            for seq in range(self._next_seq, session.next_seq):
+                ev = events[seq]
+                if ev.type == "system/message" and ev.surface_op == "append":
+                    self._nodes.append(seq)
+            self._next_seq = session.next_seq
+        return self._nodes
+
+    def project(self, rendered: str, *, turn: int, step: int) -> None:
+        """Append or replace system nodes so the surface carries ``rendered`` at its head."""
+        session = self._session
+        nodes = self._system_nodes()
+        if not nodes:
+            session.append(
+                "system/message",
+                SystemMessageData(turn=turn, step=step, message=_system_message(rendered)),
+                surface_op="append",
+            )
+            return
+        events = session.events
+        for seq in nodes[1:]:
+            data = events[seq].data
+            assert isinstance(data, SystemMessageData)
+            if _node_text(data.message) != "":
+                session.append(
+                    "system/message",
+                    SystemMessageData(turn=turn, step=step, message=_system_message("")),
+                    surface_op=SurfaceReplace(seq, seq),
+                    source_event_seqs=(seq,),
+                )
+        head = nodes[0]
+        data = events[head].data
+        assert isinstance(data, SystemMessageData)
+        if _node_text(data.message) != rendered:
+            session.append(
+                "system/message",
+                SystemMessageData(turn=turn, step=step, message=_system_message(rendered)),
+                surface_op=SurfaceReplace(head, head),
+                source_event_seqs=(head,),
+            )

@@ -1,0 +1,349 @@
+"""The compact stream record of one model attempt.
+
+Each settled attempt (``assistant/message`` or ``assistant/attempt``) carries the
+chunks it received as a tuple of :data:`~dsh_trio._values.StreamRecord`:
+
+* consecutive text deltas of one block pack into a :class:`TextChunksRecord`
+  (``time0``, ``index``, ``dt`` gaps, one string per delta); reasoning deltas
+  likewise into a :class:`ReasoningChunksRecord`;
+* consecutive tool-call deltas of one block, call id and name (same presence and
+  value) pack into a :class:`ToolCallChunksRecord`;
+* everything else (block start/end, usage, finish, a tool-call delta with an empty
+  id or an empty-string name) is a :class:`RawChunkRecord`, and ends any run.
+
+Runs have no minimum length; ``dt`` has one entry fewer than the members; every
+time is an epoch-millisecond safe integer. :func:`expand_stream` restores the exact
+chunks and times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, TypeVar
+
+import attrs
+
+from .._values import (
+    BlockEnd,
+    RawChunkRecord,
+    ReasoningBlock,
+    ReasoningChunksRecord,
+    ReasoningDelta,
+    StreamChunk,
+    StreamRecord,
+    TextBlock,
+    TextChunksRecord,
+    TextDelta,
+    ToolCallChunksRecord,
+    ToolCallDelta,
+)
+from ..errors import InvalidStreamChunkError, SessionCorruptError
+from ._checks import DataShapeError, checker, utf8_ok
+
+__all__ = [
+    "StreamAccumulator",
+    "expand_stream",
+    "stream_text",
+    "first_token_time",
+    "has_visible_content",
+    "last_raw_chunk",
+]
+
+_MAX: Final = 2**53 - 1
+_NONE: Final = 0
+_TEXT: Final = 1
+_REASONING: Final = 2
+_TOOL: Final = 3
+
+C = TypeVar("C")
+
+_check_chunk = checker(StreamChunk)
+_check_record = checker(StreamRecord)
+
+
+@attrs.define(eq=False)
+class StreamAccumulator:
+    """Packs the chunks of one model attempt into compact stream records.
+
+    ``push`` is synchronous, never blocks, and is cheap (it runs once per streamed
+    chunk); ``records()`` snapshots what was pushed so far, the open run included,
+    and pushing may continue afterwards.
+
+    Example::
+
+        acc = StreamAccumulator()
+        acc.push(TextDelta(0, "h"), 1000)
+        acc.push(TextDelta(0, "i"), 1004)
+        acc.records()  # (TextChunksRecord(time0=1000, index=0, dt=(4,), texts=("h", "i")),)
+    """
+
+    _done: list[StreamRecord] = attrs.field(factory=list, init=False)
+    _kind: int = attrs.field(default=_NONE, init=False)
+    _index: int = attrs.field(default=0, init=False)
+    _id: str = attrs.field(default="", init=False)
+    _name: str | None = attrs.field(default=None, init=False)
+    _time0: int = attrs.field(default=0, init=False)
+    _last: int = attrs.field(default=0, init=False)
+    _dt: list[int] = attrs.field(factory=list, init=False)
+    _parts: list[str] = attrs.field(factory=list, init=False)
+    _count: int = attrs.field(default=0, init=False)
+
+    def push(self, chunk: StreamChunk, time_ms: int) -> None:
+        """Record ``chunk``, received at ``time_ms`` (epoch milliseconds).
+
+        Raises:
+            InvalidStreamChunkError: ``time_ms`` is not a safe integer, or the chunk
+                is not a stream chunk with JSON-representable fields. Nothing is
+                recorded then.
+        """
+        if time_ms.__class__ is not int or not -_MAX <= time_ms <= _MAX:
+            raise InvalidStreamChunkError(
+                f"stream chunk {self._count}: receive time must be a safe integer "
+                f"(epoch ms), got {time_ms!r:.40}"
+            )
+        if chunk.__class__ is TextDelta or chunk.__class__ is ReasoningDelta:
+            assert isinstance(
+                chunk, (TextDelta, ReasoningDelta)
+            )  # for the type checker
+            kind = _TEXT if chunk.__class__ is TextDelta else _REASONING
+            index = chunk.index
+            text = chunk.text
+            if (
+                index.__class__ is not int
+                or not -_MAX <= index <= _MAX
+                or text.__class__ is not str
+                or not (text.isascii() or utf8_ok(text))
+            ):
+                self._check(chunk)  # names the problem (str subclasses pass)
+            if self._kind == kind and self._index == index:
+                gap = time_ms - self._last
+                if -_MAX <= gap <= _MAX:
+                    self._dt.append(gap)
+                    self._parts.append(text)
+                    self._last = time_ms
+                    self._count += 1
+                    return
+            self._close()
+            self._open(kind, index, "", None, time_ms, text)
+            return
+        if chunk.__class__ is ToolCallDelta:
+            assert isinstance(chunk, ToolCallDelta)
+            index = chunk.index
+            call_id = chunk.id
+            name = chunk.name
+            args = chunk.arguments_delta
+            if (
+                index.__class__ is not int
+                or not -_MAX <= index <= _MAX
+                or call_id.__class__ is not str
+                or (name is not None and name.__class__ is not str)
+                or args.__class__ is not str
+                or not (args.isascii() or utf8_ok(args))
+            ):
+                self._check(chunk)  # names the problem (str subclasses pass)
+            if not call_id or name == "":
+                self._close()
+                self._done.append(RawChunkRecord(time_ms, chunk))
+                self._count += 1
+                return
+            if (
+                self._kind == _TOOL
+                and self._index == index
+                and self._id == call_id
+                and self._name == name
+            ):
+                gap = time_ms - self._last
+                if -_MAX <= gap <= _MAX:
+                    self._dt.append(gap)
+                    self._parts.append(args)
+                    self._last = time_ms
+                    self._count += 1
+                    return
+            self._close()
+            self._open(_TOOL, index, call_id, name, time_ms, args)
+            return
+        self._check(chunk)
+        self._close()
+        self._done.append(RawChunkRecord(time_ms, chunk))
+        self._count += 1
+
+    def records(self) -> tuple[StreamRecord, ...]:
+        """The records of everything pushed so far (the open run included)."""
+        if self._kind == _NONE:
+            return tuple(self._done)
+        return (*self._done, self._run())
+
+    @property
+    def chunk_count(self) -> int:
+        """How many chunks were pushed."""
+        return self._count
+
+    def _open(
+        self,
+        kind: int,
+        index: int,
+        call_id: str,
+        name: str | None,
+        time: int,
+        part: str,
+    ) -> None:
+        self._kind = kind
+        self._index = index
+        self._id = call_id
+        self._name = name
+        self._time0 = time
+        self._last = time
+        self._parts.append(part)
+        self._count += 1
+
+    def _close(self) -> None:
+        if self._kind != _NONE:
+            self._done.append(self._run())
+            self._kind = _NONE
+            self._dt.clear()
+            self._parts.clear()
+
+    def _run(self) -> StreamRecord:
+        kind = self._kind
+        if kind == _TEXT:
+            return TextChunksRecord(
+                self._time0, self._index, tuple(self._dt), tuple(self._parts)
+            )
+        if kind == _REASONING:
+            return ReasoningChunksRecord(
+                self._time0, self._index, tuple(self._dt), tuple(self._parts)
+            )
+        return ToolCallChunksRecord(
+            self._time0,
+            self._index,
+            tuple(self._dt),
+            self._id,
+            tuple(self._parts),
+            self._name,
+        )
+
+    def _check(self, chunk: object) -> None:
+        try:
+            _check_chunk(chunk)
+        except DataShapeError as exc:
+            raise InvalidStreamChunkError(
+                f"stream chunk {self._count} cannot be recorded: {exc.describe('chunk')}"
+            ) from None
+
+
+def _corrupt(k: int, record: object, what: str) -> SessionCorruptError:
+    tag = getattr(record, "TAG", type(record).__name__)
+    return SessionCorruptError(f"stream record {k} ({tag}) {what}")
+
+
+def _validated(records: Sequence[StreamRecord]) -> Sequence[StreamRecord]:
+    if not isinstance(records, (tuple, list)):
+        raise SessionCorruptError(
+            f"a stream must be a tuple of stream records, got {type(records).__name__}"
+        )
+    for k, record in enumerate(records):
+        try:
+            _check_record(record)
+        except DataShapeError as exc:
+            raise _corrupt(k, record, exc.describe("")[1:]) from None
+    return records
+
+
+def expand_stream(records: Sequence[StreamRecord]) -> list[tuple[int, StreamChunk]]:
+    """Expand compact stream records back into the ``(time, chunk)`` pairs pushed.
+
+    Validates strictly: every record is a well-typed stream record, member lists
+    are non-empty, ``len(dt) == members - 1``, every reconstructed time is a safe
+    integer, and a tool-call run has a non-empty ``id`` and a non-empty ``name``
+    when one is present.
+
+    Raises:
+        SessionCorruptError: naming the first bad record (``stream record 3
+            (text-chunks) ...``).
+    """
+    out: list[tuple[int, StreamChunk]] = []
+    for record in _validated(records):
+        cls = record.__class__
+        if cls is RawChunkRecord:
+            out.append((record.time, record.chunk))  # type: ignore[union-attr]
+            continue
+        t = record.time0  # type: ignore[union-attr]
+        index = record.index  # type: ignore[union-attr]
+        dt = record.dt  # type: ignore[union-attr]
+        if cls is ToolCallChunksRecord:
+            call_id, name = record.id, record.name  # type: ignore[union-attr]
+            for k, part in enumerate(record.args):  # type: ignore[union-attr]
+                if k:
+                    t += dt[k - 1]
+                out.append((t, ToolCallDelta(index, call_id, name, part)))
+            continue
+        delta = TextDelta if cls is TextChunksRecord else ReasoningDelta
+        for k, text in enumerate(record.texts):  # type: ignore[union-attr]
+            if k:
+                t += dt[k - 1]
+            out.append((t, delta(index, text)))
+    return out
+
+
+def stream_text(records: Sequence[StreamRecord]) -> str:
+    """All streamed text (text deltas only, not reasoning), joined."""
+    parts: list[str] = []
+    for record in records:
+        if record.__class__ is TextChunksRecord:
+            parts.extend(record.texts)
+        elif record.__class__ is RawChunkRecord and isinstance(
+            record.chunk,
+            TextDelta,
+        ):
+            parts.append(record.chunk.text)
+    return "".join(parts)
+
+
+_DELTAS = (TextDelta, ReasoningDelta, ToolCallDelta)
+
+
+def first_token_time(records: Sequence[StreamRecord]) -> int | None:
+    """Receive time of the first content delta (text, reasoning or tool call), if any."""
+    for record in records:
+        if record.__class__ is RawChunkRecord:
+            if isinstance(record.chunk, _DELTAS):
+                return record.time
+        else:
+            return record.time0  # type: ignore[union-attr]
+    return None
+
+
+def has_visible_content(records: Sequence[StreamRecord]) -> bool:
+    """Whether any text or reasoning with a non-whitespace character streamed.
+
+    Counts text/reasoning deltas and completed text/reasoning blocks; tool-call
+    arguments are not visible content.
+    """
+    for record in records:
+        cls = record.__class__
+        if cls is TextChunksRecord or cls is ReasoningChunksRecord:
+            if any(not t.isspace() and t for t in record.texts):  # type: ignore[union-attr]
+                return True
+        elif cls is RawChunkRecord:
+            chunk = record.chunk  # type: ignore[union-attr]
+            if isinstance(chunk, (TextDelta, ReasoningDelta)):
+                text = chunk.text
+            elif isinstance(chunk, BlockEnd) and isinstance(
+                chunk.block, (TextBlock, ReasoningBlock)
+            ):
+                text = chunk.block.text
+            else:
+                continue
+            if text and not text.isspace():
+                return True
+    return False
+
+
+def last_raw_chunk(records: Sequence[StreamRecord], chunk_type: type[C]) -> C | None:
+    """The last raw chunk of ``chunk_type`` (e.g. :class:`Finish`, :class:`Usage`)."""
+    for record in reversed(records):
+        if record.__class__ is RawChunkRecord:
+            chunk = record.chunk
+            if isinstance(chunk, chunk_type):
+                return chunk
+    return None
