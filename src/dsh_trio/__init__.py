@@ -75,12 +75,15 @@ from .errors import (
     LlmError as LlmError,
     NoInitiatorError as NoInitiatorError,
     PersistenceNotConfiguredError as PersistenceNotConfiguredError,
+    PersistenceSeqError as PersistenceSeqError,
     SessionCorruptError as SessionCorruptError,
+    SessionExistsError as SessionExistsError,
     SessionFormatError as SessionFormatError,
     SessionLockedError as SessionLockedError,
     SessionNotFoundError as SessionNotFoundError,
     SessionReentrancyError as SessionReentrancyError,
     ToolArgumentsError as ToolArgumentsError,
+    ToolDefinitionError as ToolDefinitionError,
 )
 from .events import EventBus as EventBus
 from .llm import (
@@ -127,9 +130,12 @@ from .session import (
     SessionHeader as SessionHeader,
     SessionPersistence as SessionPersistence,
 )
-try:  # TEMP
-    from .tools import ToolContext as ToolContext, ToolResult as ToolResult, tool as tool
-except ImportError:
-    pass
+from .tools import (
+    Tool as Tool,
+    ToolContext as ToolContext,
+    ToolRegistry as ToolRegistry,
+    ToolResult as ToolResult,
+    tool as tool,
+)
 
 __version__ = "0.1.0"

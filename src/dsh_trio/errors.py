@@ -35,6 +35,7 @@ __all__ = [
     "InvalidStreamChunkError",
     "PersistenceSeqError",
     "SessionExistsError",
+    "ToolDefinitionError",
 ]
 
 
@@ -205,3 +206,12 @@ class ForkBoundaryError(DshError, ValueError):
 
 class InvalidStreamChunkError(DshError, TypeError):
     """A stream chunk (or its receive time) cannot be recorded losslessly."""
+
+
+class ToolDefinitionError(DshError, TypeError):
+    """A tool cannot be defined or registered as given.
+
+    Raised at decoration time for a signature the schema cannot describe (an
+    unsupported annotation, ``*args``, a synchronous body) and at registration for a
+    duplicate name or a value that is not a tool.
+    """

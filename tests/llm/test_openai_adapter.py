@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from dsh_trio._values import (
     AssistantMessage,
@@ -156,7 +159,9 @@ async def test_tool_calls_split_across_fragments() -> None:
             ]
         ),
         delta(tool_calls=[call(0, function={"arguments": '{"pa'})]),
-        delta(tool_calls=[call(0, id="", function={"name": None, "arguments": 'th": 1}'})]),
+        delta(
+            tool_calls=[call(0, id="", function={"name": None, "arguments": 'th": 1}'})]
+        ),
         delta(
             tool_calls=[
                 call(1, id="call_b", function={"name": "grep", "arguments": "{}"}),
@@ -201,7 +206,11 @@ async def test_two_calls_in_one_delta_and_calls_without_index() -> None:
 
 async def test_stop_with_tool_calls_reports_tool_calls() -> None:
     body = sse(
-        delta(tool_calls=[{"index": 0, "id": "c1", "function": {"name": "f", "arguments": "{}"}}]),
+        delta(
+            tool_calls=[
+                {"index": 0, "id": "c1", "function": {"name": "f", "arguments": "{}"}}
+            ]
+        ),
         delta("stop"),
     )
     assert (await collect(ok(body)))[-1] == Finish(FinishReason("tool-calls"))
@@ -224,7 +233,9 @@ async def test_usage_with_cache_and_reasoning_tokens() -> None:
     )
     chunks = await collect(ok(body))
     assert chunks[-2:] == [
-        Usage(input_tokens=40, output_tokens=20, cache_read_tokens=60, reasoning_tokens=5),
+        Usage(
+            input_tokens=40, output_tokens=20, cache_read_tokens=60, reasoning_tokens=5
+        ),
         stop(),
     ]
 
@@ -260,7 +271,9 @@ async def test_no_usage_chunk_when_server_sends_none() -> None:
         ("function_call", FinishReason("tool-calls")),
         (
             "content_filter",
-            FinishReason("error", LlmFailure("model stopped: content_filter", "CONTENT_FILTER")),
+            FinishReason(
+                "error", LlmFailure("model stopped: content_filter", "CONTENT_FILTER")
+            ),
         ),
         (
             "insufficient_system_resource",
@@ -325,10 +338,14 @@ async def test_malformed_event() -> None:
 
 
 async def test_in_band_error_event() -> None:
-    body = sse(delta(content="x"), {"error": {"message": "overloaded", "type": "server_error"}})
+    body = sse(
+        delta(content="x"), {"error": {"message": "overloaded", "type": "server_error"}}
+    )
     failure = await failure_of(ok(body))
     assert (failure.code, failure.message) == ("SERVER", "overloaded")
-    body = sse({"error": {"message": "This model's maximum context length is 8192 tokens"}})
+    body = sse(
+        {"error": {"message": "This model's maximum context length is 8192 tokens"}}
+    )
     assert (await failure_of(ok(body))).code == "CONTEXT_WINDOW_EXCEEDED"
 
 
@@ -352,7 +369,11 @@ def error_response(
         (403, "forbidden", "AUTH"),
         (402, "Insufficient Balance", "QUOTA"),
         (429, "slow down", "RATE_LIMIT"),
-        (400, "This model's maximum context length is 4096 tokens.", "CONTEXT_WINDOW_EXCEEDED"),
+        (
+            400,
+            "This model's maximum context length is 4096 tokens.",
+            "CONTEXT_WINDOW_EXCEEDED",
+        ),
         (400, "Prompt is too long", "CONTEXT_WINDOW_EXCEEDED"),
         (400, "bad temperature", "INVALID_REQUEST"),
         (404, "no such model", "INVALID_REQUEST"),
@@ -377,11 +398,18 @@ async def test_http_error_codes(status: int, message: str, code: str) -> None:
 
 async def test_context_overflow_from_provider_code() -> None:
     body = {"error": {"message": "too long", "code": "context_length_exceeded"}}
-    assert (await failure_of(error_response(400, body))).code == "CONTEXT_WINDOW_EXCEEDED"
+    assert (
+        await failure_of(error_response(400, body))
+    ).code == "CONTEXT_WINDOW_EXCEEDED"
 
 
 async def test_quota_429() -> None:
-    body = {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}
+    body = {
+        "error": {
+            "message": "You exceeded your current quota",
+            "code": "insufficient_quota",
+        }
+    }
     assert (await failure_of(error_response(429, body))).code == "QUOTA"
 
 
@@ -397,8 +425,12 @@ async def test_quota_429() -> None:
         ({}, None),
     ],
 )
-async def test_rate_limit_retry_after(headers: dict[str, str], expected: float | None) -> None:
-    failure = await failure_of(error_response(429, {"error": {"message": "x"}}, headers))
+async def test_rate_limit_retry_after(
+    headers: dict[str, str], expected: float | None
+) -> None:
+    failure = await failure_of(
+        error_response(429, {"error": {"message": "x"}}, headers)
+    )
     assert failure.code == "RATE_LIMIT"
     assert failure.retry_after_ms == expected
 
@@ -458,7 +490,9 @@ async def test_api_key_only_in_authorization_header() -> None:
         return httpx.Response(401, json=body)
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-        adapter = OpenAICompatibleAdapter("https://llm.test/v1", api_key=SECRET, client=client)
+        adapter = OpenAICompatibleAdapter(
+            "https://llm.test/v1", api_key=SECRET, client=client
+        )
         assert SECRET not in repr(adapter)
         assert SECRET not in str(adapter)
         assert "***" in repr(adapter)
@@ -510,7 +544,9 @@ async def test_request_body_shape() -> None:
 
     model = ModelSource("openai", "gpt-test")
     messages = (
-        SystemMessage(id=MessageId("m0"), content=(TextBlock("You are "), TextBlock("terse."))),
+        SystemMessage(
+            id=MessageId("m0"), content=(TextBlock("You are "), TextBlock("terse."))
+        ),
         user_message("list files"),
         AssistantMessage(
             id=MessageId("m2"),
@@ -556,7 +592,10 @@ async def test_request_body_shape() -> None:
         {
             "name": "ls",
             "description": "List a directory.",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+            },
         },
         {"name": "pwd"},
     )
@@ -610,8 +649,14 @@ async def test_request_body_shape() -> None:
                 "role": "user",
                 "content": [
                     {"type": "text", "text": "look:"},
-                    {"type": "image_url", "image_url": {"url": "https://img.test/a.png"}},
-                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "https://img.test/a.png"},
+                    },
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "data:image/png;base64,AAAA"},
+                    },
                     {"type": "text", "text": "[image omitted]"},
                 ],
             },
@@ -663,7 +708,11 @@ async def test_user_message_with_text_and_tool_results() -> None:
         return httpx.Response(200, content=sse(delta(content="ok"), delta("stop")))
 
     message = user_message(
-        [TextBlock("note"), ToolResultBlock("c1", (TextBlock("r1"),)), ToolResultBlock("c2", (TextBlock("r2"),))]
+        [
+            TextBlock("note"),
+            ToolResultBlock("c1", (TextBlock("r1"),)),
+            ToolResultBlock("c2", (TextBlock("r2"),)),
+        ]
     )
     await collect(handler, make_request(messages=(message,)))
     assert json.loads(seen[0].content)["messages"] == [
@@ -681,7 +730,9 @@ async def test_bad_tool_schema_is_an_invalid_request() -> None:
         called = True
         return httpx.Response(500)
 
-    failure = await failure_of(handler, request=make_request(tools=({"description": "x"},)))
+    failure = await failure_of(
+        handler, request=make_request(tools=({"description": "x"},))
+    )
     assert failure.code == "INVALID_REQUEST"
     assert "#0" in failure.message
     assert not called
@@ -744,17 +795,24 @@ async def test_other_tasks_run_while_streaming() -> None:
     assert seen_at[-1] > seen_at[0]
 
 
+def is_closed(client: httpx.AsyncClient) -> bool:
+    return client.is_closed
+
+
 async def test_injected_client_stays_open_own_client_closes() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(ok(b""))) as client:
-        async with OpenAICompatibleAdapter("https://llm.test", client=client) as adapter:
+        async with OpenAICompatibleAdapter(
+            "https://llm.test", client=client
+        ) as adapter:
             assert adapter._client is client
         assert not client.is_closed
         await adapter.aclose()
         assert not client.is_closed
     own = OpenAICompatibleAdapter("https://llm.test")
+    own_client = own._client
     async with own:
-        assert not own._client.is_closed
-    assert own._client.is_closed
+        assert not own_client.is_closed
+    assert is_closed(own_client)
     await own.aclose()  # idempotent
 
 
@@ -799,7 +857,9 @@ async def test_real_http_over_loopback_with_own_client() -> None:
         await stream.aclose()
 
     async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(trio.serve_tcp, serve, 0, "127.0.0.1")
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, serve, 0, host="127.0.0.1")
+        )
         port = listeners[0].socket.getsockname()[1]
         async with OpenAICompatibleAdapter(
             f"http://127.0.0.1:{port}/v1", api_key=SECRET
@@ -811,3 +871,67 @@ async def test_real_http_over_loopback_with_own_client() -> None:
     assert requests[0].startswith(b"POST /v1/chat/completions HTTP/1.1")
     head_lines = requests[0].partition(b"\r\n\r\n")[0].split(b"\r\n")
     assert b"authorization: Bearer " + SECRET.encode() in head_lines
+
+
+async def test_consumer_closing_early_leaves_nothing_behind() -> None:
+    # filterwarnings=error turns trio's warning about an abandoned async generator
+    # (ours or httpx's) into a failure of this test.
+    body = sse(*(delta(content=str(i)) for i in range(5)), delta("stop"))
+    async with httpx.AsyncClient(transport=httpx.MockTransport(ok(body))) as client:
+        adapter = OpenAICompatibleAdapter("https://llm.test/v1", client=client)
+        stream = adapter.stream(make_request())
+        assert await stream.__anext__() == BlockStart(0, "text")
+        await stream.aclose()
+    gc.collect()
+
+
+async def test_data_after_done_is_ignored() -> None:
+    body = sse(delta(content="x"), delta("stop")) + sse(
+        delta(content="late"), done=False
+    )
+    assert await collect(ok(body)) == [
+        BlockStart(0, "text"),
+        TextDelta(0, "x"),
+        BlockEnd(0, TextBlock("x")),
+        stop(),
+    ]
+    gc.collect()
+
+
+async def test_cancel_mid_stream_over_loopback() -> None:
+    """A server that stops sending: the caller's cancellation ends the stream promptly."""
+    first = sse(delta(content="partial"), done=False)
+    server_waiting = trio.Event()
+
+    async def serve(stream: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += await stream.receive_some(65536)
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+            + b"%x\r\n" % len(first)
+            + first
+            + b"\r\n"
+        )
+        server_waiting.set()
+        await trio.sleep_forever()
+
+    received: list[StreamChunk] = []
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, serve, 0, host="127.0.0.1")
+        )
+        port = listeners[0].socket.getsockname()[1]
+        async with OpenAICompatibleAdapter(f"http://127.0.0.1:{port}/v1") as adapter:
+            with trio.CancelScope() as scope:
+                async for chunk in adapter.stream(make_request()):
+                    received.append(chunk)
+                    if isinstance(chunk, TextDelta):
+                        await server_waiting.wait()
+                        await trio.testing.wait_all_tasks_blocked()
+                        scope.cancel()
+            assert scope.cancelled_caught
+        nursery.cancel_scope.cancel()
+    assert received == [BlockStart(0, "text"), TextDelta(0, "partial")]
+    gc.collect()

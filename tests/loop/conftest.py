@@ -80,9 +80,18 @@ class Tracer:
         self.lines: list[str] = []
         bus = runtime.events
         bus.on("session/event", self._session)
-        bus.on("agent/inbox/inserted", lambda e: self.lines.append(f"~inserted {text_of(e.message)}"))
-        bus.on("agent/inbox/claimed", lambda e: self.lines.append(f"~claimed {text_of(e.message)} t{e.turn}"))
-        bus.on("agent/inbox/discarded", lambda e: self.lines.append(f"~discarded {text_of(e.message)}"))
+        bus.on(
+            "agent/inbox/inserted",
+            lambda e: self.lines.append(f"~inserted {text_of(e.message)}"),
+        )
+        bus.on(
+            "agent/inbox/claimed",
+            lambda e: self.lines.append(f"~claimed {text_of(e.message)} t{e.turn}"),
+        )
+        bus.on(
+            "agent/inbox/discarded",
+            lambda e: self.lines.append(f"~discarded {text_of(e.message)}"),
+        )
         bus.on("agent/status", lambda e: self.lines.append(f"~status {e.status.value}"))
         bus.on("agent/error", lambda e: self.lines.append(f"~error t{e.turn}s{e.step}"))
         bus.on("agent/pre-step", self._pre_step)
@@ -94,7 +103,9 @@ class Tracer:
         self.lines.append(describe_event(e.event))
 
     async def _pre_step(self, e: PreStep, next: Callable[[], Awaitable[Any]]) -> Any:
-        self.lines.append(f"~pre-step t{e.turn}s{e.step} [{'|'.join(text_of(m) for m in e.messages)}]")
+        self.lines.append(
+            f"~pre-step t{e.turn}s{e.step} [{'|'.join(text_of(m) for m in e.messages)}]"
+        )
         return await next()
 
     async def _turn_stopping(self, e: TurnStopping) -> None:
@@ -125,7 +136,9 @@ def model() -> ScriptedModel:
 
 @pytest.fixture
 async def runtime(model: ScriptedModel) -> AsyncIterator[dsh.Runtime]:
-    async with dsh.open_runtime(models={"scripted": model}, system_prompt="You are terse.") as rt:
+    async with dsh.open_runtime(
+        models={"scripted": model}, system_prompt="You are terse."
+    ) as rt:
         yield rt
 
 

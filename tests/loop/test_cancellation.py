@@ -16,10 +16,22 @@ import trio.testing
 import dsh_trio as dsh
 from dsh_trio.testing import ScriptedModel, fail, gate, hang, reply
 
-from .conftest import OPTIONS, Tracer
+from .conftest import OPTIONS
 
-CAUSES = [dsh.UserCancel(), dsh.ParentCancel(), dsh.HookCancel("stop it"), dsh.DisposedCancel()]
-POINTS = ["pre-step", "request", "stream-before-first-chunk", "stream-after-first-chunk", "request-error", "turn-stopping"]
+CAUSES = [
+    dsh.UserCancel(),
+    dsh.ParentCancel(),
+    dsh.HookCancel("stop it"),
+    dsh.DisposedCancel(),
+]
+POINTS = [
+    "pre-step",
+    "request",
+    "stream-before-first-chunk",
+    "stream-after-first-chunk",
+    "request-error",
+    "turn-stopping",
+]
 
 
 async def _block_forever(*_args: Any) -> Any:
@@ -55,7 +67,9 @@ async def test_cancel_at_each_await_point_records_the_cause(
     await trio.testing.wait_all_tasks_blocked()
     assert agent.status is dsh.AgentStatus.RUNNING
     agent.cancel(cause)
-    agent.cancel(dsh.UserCancel() if cause != dsh.UserCancel() else dsh.HookCancel("late"))  # first cause wins
+    agent.cancel(
+        dsh.UserCancel() if cause != dsh.UserCancel() else dsh.HookCancel("late")
+    )  # first cause wins
     await agent.when_idle()
     assert agent.status is dsh.AgentStatus.IDLE
     events = agent.session.events
@@ -75,7 +89,9 @@ async def test_cancel_at_each_await_point_records_the_cause(
     await handle.dispose()
 
 
-async def test_followup_then_cancel_ends_the_turn_with_no_step(runtime: dsh.Runtime) -> None:
+async def test_followup_then_cancel_ends_the_turn_with_no_step(
+    runtime: dsh.Runtime,
+) -> None:
     handle = await runtime.agents.create(options=OPTIONS)
     agent = handle.agent
     agent.followup(dsh.user_message("A"))
@@ -91,11 +107,15 @@ async def test_followup_then_cancel_ends_the_turn_with_no_step(runtime: dsh.Runt
         "turn/end",
     ]
     assert agent.session.events[-1].data.reason == dsh.Aborted(dsh.UserCancel())
-    assert [x.content[0].text for x in agent.inbox.next_turn] == ["B"]  # parked, not run
+    assert [x.content[0].text for x in agent.inbox.next_turn] == [
+        "B"
+    ]  # parked, not run
     await handle.dispose()
 
 
-async def test_a_status_listener_that_cancels_prevents_the_turn(runtime: dsh.Runtime) -> None:
+async def test_a_status_listener_that_cancels_prevents_the_turn(
+    runtime: dsh.Runtime,
+) -> None:
     handle = await runtime.agents.create(options=OPTIONS)
     agent = handle.agent
 
@@ -111,7 +131,9 @@ async def test_a_status_listener_that_cancels_prevents_the_turn(runtime: dsh.Run
     await handle.dispose()
 
 
-async def test_hook_that_never_looks_at_the_signal_is_still_cancelled(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_hook_that_never_looks_at_the_signal_is_still_cancelled(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     handle = await runtime.agents.create(options=OPTIONS)
     agent = handle.agent
     reached = trio.Event()
@@ -131,14 +153,16 @@ async def test_hook_that_never_looks_at_the_signal_is_still_cancelled(runtime: d
 
 
 @pytest.mark.parametrize("cause", CAUSES, ids=lambda c: c.kind)
-async def test_cancel_interrupts_maintenance(runtime: dsh.Runtime, cause: dsh.CancelCause) -> None:
+async def test_cancel_interrupts_maintenance(
+    runtime: dsh.Runtime, cause: dsh.CancelCause
+) -> None:
     handle = await runtime.agents.create(options=OPTIONS)
     agent = handle.agent
     result: list[BaseException] = []
 
     async def run() -> None:
         try:
-            await agent.run_maintenance(lambda signal: trio.sleep_forever())
+            await agent.run_maintenance(_block_forever)
         except dsh.AgentCancelled as exc:
             result.append(exc)
 
@@ -146,7 +170,7 @@ async def test_cancel_interrupts_maintenance(runtime: dsh.Runtime, cause: dsh.Ca
         nursery.start_soon(run)
         await trio.testing.wait_all_tasks_blocked()
         with pytest.raises(dsh.AgentBusyError):
-            await agent.run_maintenance(lambda signal: trio.lowlevel.checkpoint())
+            await agent.run_maintenance(_block_forever)
         agent.cancel(cause)
     assert len(result) == 1
     assert result[0].cause == cause  # type: ignore[attr-defined]
@@ -154,7 +178,9 @@ async def test_cancel_interrupts_maintenance(runtime: dsh.Runtime, cause: dsh.Ca
     await handle.dispose()
 
 
-async def test_maintenance_returns_and_raises_what_the_task_did(runtime: dsh.Runtime) -> None:
+async def test_maintenance_returns_and_raises_what_the_task_did(
+    runtime: dsh.Runtime,
+) -> None:
     handle = await runtime.agents.create(options=OPTIONS)
     agent = handle.agent
 
@@ -172,7 +198,9 @@ async def test_maintenance_returns_and_raises_what_the_task_did(runtime: dsh.Run
     await handle.dispose()
 
 
-async def test_when_idle_follows_the_latched_replacement_driver(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_when_idle_follows_the_latched_replacement_driver(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     model.push(hang("p"), reply("second"))
     handle = await runtime.agents.create(options=OPTIONS)
     agent = handle.agent
@@ -186,7 +214,9 @@ async def test_when_idle_follows_the_latched_replacement_driver(runtime: dsh.Run
     await handle.dispose()
 
 
-async def test_disposed_cause_never_latches(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_disposed_cause_never_latches(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     model.push(hang("p"))
     handle = await runtime.agents.create(options=OPTIONS)
     agent = handle.agent
@@ -200,7 +230,9 @@ async def test_disposed_cause_never_latches(runtime: dsh.Runtime, model: Scripte
     await handle.dispose()
 
 
-async def test_idle_cancel_clears_the_inbox_unless_keep_inbox(runtime: dsh.Runtime) -> None:
+async def test_idle_cancel_clears_the_inbox_unless_keep_inbox(
+    runtime: dsh.Runtime,
+) -> None:
     handle = await runtime.agents.create(options=OPTIONS)
     agent = handle.agent
     agent.inject(dsh.user_message("x"))

@@ -16,7 +16,9 @@ from .conftest import OPTIONS, Tracer
 m = dsh.user_message
 
 
-async def test_t1_followup_on_idle_text_reply(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_t1_followup_on_idle_text_reply(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     model.push(reply("hi"))
     tracer = Tracer(runtime, frames=True)
     handle = await runtime.agents.create("t1", options=OPTIONS)
@@ -56,7 +58,11 @@ async def test_t1_followup_on_idle_text_reply(runtime: dsh.Runtime, model: Scrip
         "~status idle",
     ]
     data = agent.session.events[8].data
-    assert isinstance(data, dsh.session.AssistantMessageData) if hasattr(dsh.session, "AssistantMessageData") else True
+    assert (
+        isinstance(data, dsh.session.AssistantMessageData)
+        if hasattr(dsh.session, "AssistantMessageData")
+        else True
+    )
     await handle.dispose()
 
 
@@ -97,7 +103,9 @@ async def test_t3_cancel_mid_stream_with_queued_followup_and_inject(
     await handle.dispose()
 
 
-async def test_t4_pre_step_rejects_and_parks_input_queued_during_the_waterfall(runtime: dsh.Runtime) -> None:
+async def test_t4_pre_step_rejects_and_parks_input_queued_during_the_waterfall(
+    runtime: dsh.Runtime,
+) -> None:
     handle = await runtime.agents.create("t4", options=OPTIONS)
     agent = handle.agent
 
@@ -133,7 +141,16 @@ async def test_t5_pre_step_throws(runtime: dsh.Runtime) -> None:
     tracer = Tracer(runtime)
     agent.followup(m("A"))
     await agent.when_idle()
-    assert tracer.lines[-4:] == ["#3 spliced next-turn ins=[B]", "~inserted B", "~error t1s0", "#4 turn/end 1 error UNKNOWN"][-4:] or True
+    assert (
+        tracer.lines[-4:]
+        == [
+            "#3 spliced next-turn ins=[B]",
+            "~inserted B",
+            "~error t1s0",
+            "#4 turn/end 1 error UNKNOWN",
+        ][-4:]
+        or True
+    )
     assert "~error t1s0" in tracer.lines
     end = agent.session.events[-1].data
     assert isinstance(end.reason, dsh.Errored)
@@ -143,7 +160,9 @@ async def test_t5_pre_step_throws(runtime: dsh.Runtime) -> None:
     await handle.dispose()
 
 
-async def test_t6_request_error_retry_inside_the_open_step(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_t6_request_error_retry_inside_the_open_step(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     model.push(fail("RATE_LIMIT", "busy"), reply("ok"))
     handle = await runtime.agents.create("t6", options=OPTIONS)
     agent = handle.agent
@@ -173,7 +192,9 @@ async def test_t6_request_error_retry_inside_the_open_step(runtime: dsh.Runtime,
     await handle.dispose()
 
 
-async def test_t6_without_retry_the_turn_errors_after_step_end(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_t6_without_retry_the_turn_errors_after_step_end(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     model.push(fail("AUTH", "denied"))
     handle = await runtime.agents.create("t6b", options=OPTIONS)
     agent = handle.agent
@@ -190,7 +211,9 @@ async def test_t6_without_retry_the_turn_errors_after_step_end(runtime: dsh.Runt
     await handle.dispose()
 
 
-async def test_t8_keep_inbox_cancel_and_the_wake_latch(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_t8_keep_inbox_cancel_and_the_wake_latch(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     model.push(hang("partial"), reply("ok"))
     handle = await runtime.agents.create("t8", options=OPTIONS)
     agent = handle.agent
@@ -215,8 +238,15 @@ async def test_t8_keep_inbox_cancel_and_the_wake_latch(runtime: dsh.Runtime, mod
     ]
     assert "~pre-step t2s1 [S1|S2]" in tracer.lines
     statuses = [x for x in tracer.lines if x.startswith("~status")]
-    assert statuses == ["~status running", "~status idle", "~status running", "~status idle"]
-    assert durable[-1] == "#27 turn/end 2 completed" or durable[-1].endswith("turn/end 2 completed")
+    assert statuses == [
+        "~status running",
+        "~status idle",
+        "~status running",
+        "~status idle",
+    ]
+    assert durable[-1] == "#27 turn/end 2 completed" or durable[-1].endswith(
+        "turn/end 2 completed"
+    )
     await handle.dispose()
 
 
@@ -263,7 +293,9 @@ async def test_t10_idle_inject_then_cancel(runtime: dsh.Runtime) -> None:
     await handle.dispose()
 
 
-async def test_t12_status_listener_removes_the_waking_message(runtime: dsh.Runtime) -> None:
+async def test_t12_status_listener_removes_the_waking_message(
+    runtime: dsh.Runtime,
+) -> None:
     handle = await runtime.agents.create("t12", options=OPTIONS)
     agent = handle.agent
     msg = m("A")
@@ -290,7 +322,9 @@ async def test_t12_status_listener_removes_the_waking_message(runtime: dsh.Runti
     await handle.dispose()
 
 
-async def test_t13_followup_and_steer_during_maintenance(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_t13_followup_and_steer_during_maintenance(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     model.push(reply("ok"))
     handle = await runtime.agents.create("t13", options=OPTIONS)
     agent = handle.agent
@@ -304,9 +338,120 @@ async def test_t13_followup_and_steer_during_maintenance(runtime: dsh.Runtime, m
         return "done"
 
     assert await agent.run_maintenance(task) == "done"
-    assert tracer.lines[:4] == ["#0 spliced next-turn ins=[A]", "~inserted A", "#1 spliced next-step ins=[S]", "~inserted S"]
-    assert tracer.lines[4:8] == ["~status running", "#2 turn/start 1", "#3 spliced next-step removed=1", "#4 spliced next-turn removed=1"]
+    assert tracer.lines[:4] == [
+        "#0 spliced next-turn ins=[A]",
+        "~inserted A",
+        "#1 spliced next-step ins=[S]",
+        "~inserted S",
+    ]
+    assert tracer.lines[4:8] == [
+        "~status running",
+        "#2 turn/start 1",
+        "#3 spliced next-step removed=1",
+        "#4 spliced next-turn removed=1",
+    ]
     await agent.when_idle()
     assert "~pre-step t1s1 [S|A]" in tracer.lines
     assert sum(1 for x in tracer.lines if "step/start" in x) == 1
     await handle.dispose()
+
+
+# ---------------------------------------------------------------- traces with tools
+
+
+@dsh.tool
+async def echo(ctx: dsh.ToolContext, text: str = "") -> str:
+    """Echo the text back."""
+    ctx.defer_context(m("post-ctx"))
+    return f"echo:{text}"
+
+
+@dsh.tool
+async def finish_up(ctx: dsh.ToolContext) -> str:
+    """Conclude the turn, leaving a note for the next step."""
+    ctx.conclude_turn()
+    ctx.defer_context(m("note"))
+    return "concluded"
+
+
+@dsh.tool(parallel_safe=True)
+async def p(ctx: dsh.ToolContext) -> str:
+    """A parallel-safe tool."""
+    await trio.lowlevel.checkpoint()
+    return "p ok"
+
+
+@dsh.tool
+async def canceller(ctx: dsh.ToolContext) -> str:
+    """Cancel the agent's turn from inside a tool."""
+    ctx.agent.cancel(dsh.UserCancel())
+    await trio.lowlevel.checkpoint()
+    return "unreachable"
+
+
+async def test_t2_tool_round_trip_with_a_deferred_context() -> None:
+    from dsh_trio.testing import tool_calls
+
+    model = ScriptedModel(tool_calls(("c1", "echo", '{"text": "x"}'), text="calling"), reply("done"))
+    async with dsh.open_runtime(models={"scripted": model}, tools=[echo]) as runtime:
+        tracer = Tracer(runtime)
+        async with runtime.agents.open("t2", options=OPTIONS) as agent:
+            agent.followup(m("hello"))
+            await agent.when_idle()
+            durable = tracer.durable()
+            i = durable.index("#9 tool/call c1")
+            assert durable[i - 1].startswith("#8 assistant/message")
+            assert durable[i:] == [
+                "#9 tool/call c1",
+                "#10 tool/result c1",
+                "#11 spliced next-step ins=[post-ctx]",
+                "#12 step/end 1/1",
+                "#13 spliced next-step removed=1",
+                "#14 step/start 1/2",
+                "#15 user/message post-ctx",
+                "#16 assistant/message 'done'",
+                "#17 step/end 1/2",
+                "#18 turn/end 1 completed",
+            ]
+            stopping = [x for x in tracer.lines if x.startswith("~turn-stopping")]
+            assert stopping == ["~turn-stopping t1"]  # not after the tool step
+            # the tool's schema reached the model, and the result is in the next request's history
+            assert model.requests[0].tools[0]["name"] == "echo"
+            result = agent.session.events[10].data
+            assert result.message.content[0].content == (dsh.TextBlock("echo:x"),)
+
+
+async def test_t11_a_concluding_tool_that_defers_a_context_still_runs_a_second_step() -> None:
+    from dsh_trio.testing import tool_calls
+
+    model = ScriptedModel(tool_calls(("c1", "finish_up", "{}")), reply("after note"))
+    async with dsh.open_runtime(models={"scripted": model}, tools=[finish_up]) as runtime:
+        async with runtime.agents.open("t11", options=OPTIONS) as agent:
+            agent.followup(m("go"))
+            await agent.when_idle()
+            types = [e.type for e in agent.session.events]
+            assert types.count("step/start") == 2
+            assert agent.session.events[-1].data.reason == dsh.Completed()
+
+
+async def test_t15_three_calls_where_the_exclusive_one_cancels() -> None:
+    from dsh_trio.testing import tool_calls
+
+    model = ScriptedModel(tool_calls(("c1", "p", "{}"), ("c2", "canceller", "{}"), ("c3", "p", "{}")))
+    async with dsh.open_runtime(models={"scripted": model}, tools=[p, canceller]) as runtime:
+        tracer = Tracer(runtime)
+        async with runtime.agents.open("t15", options=OPTIONS) as agent:
+            agent.followup(m("go"))
+            await agent.when_idle()
+            durable = tracer.durable()
+            i = durable.index("#9 tool/call c1")
+            assert durable[i:] == [
+                "#9 tool/call c1",
+                "#10 tool/result c1",
+                "#11 tool/call c2",
+                "#12 tool/result c2 ABORTED",
+                "#13 tool/call c3",
+                "#14 tool/result c3 ABORTED_BEFORE_DISPATCH",
+                "#15 step/end 1/1",
+                "#16 turn/end 1 aborted user",
+            ]

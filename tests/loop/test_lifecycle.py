@@ -14,16 +14,22 @@ from dsh_trio.testing import ScriptedModel, hang, reply
 from .conftest import OPTIONS
 
 
-async def test_dispose_runtime_with_100_busy_agents_drains_everything(tmp_path: Any) -> None:
+async def test_dispose_runtime_with_100_busy_agents_drains_everything(
+    tmp_path: Any,
+) -> None:
     model = ScriptedModel(default=hang("partial"))
     persistence = dsh.JsonlPersistence(tmp_path)
     disposed: list[str] = []
     agents: list[dsh.Agent] = []
-    async with dsh.open_runtime(models={"scripted": model}, persistence=persistence) as runtime:
+    async with dsh.open_runtime(
+        models={"scripted": model}, persistence=persistence
+    ) as runtime:
         runtime.events.on("agent/disposed", lambda e: disposed.append(e.agent.id))
         for i in range(50):
             parent = (await runtime.agents.create(f"p{i}", options=OPTIONS)).agent
-            child = (await runtime.agents.create(f"c{i}", options=OPTIONS, parent=parent)).agent
+            child = (
+                await runtime.agents.create(f"c{i}", options=OPTIONS, parent=parent)
+            ).agent
             agents += [parent, child]
         for a in agents:
             a.followup(dsh.user_message("work"))
@@ -51,7 +57,9 @@ async def test_dispose_runtime_with_100_busy_agents_drains_everything(tmp_path: 
         assert "interrupted" not in repr(h.agent.session.events[-2].data)
 
 
-async def test_dispose_is_idempotent_and_concurrent_callers_share_the_outcome(runtime: dsh.Runtime) -> None:
+async def test_dispose_is_idempotent_and_concurrent_callers_share_the_outcome(
+    runtime: dsh.Runtime,
+) -> None:
     handle = await runtime.agents.create("x", options=OPTIONS)
     count: list[int] = []
     runtime.events.on("agent/disposed", lambda e: count.append(1))
@@ -79,7 +87,9 @@ async def test_dispose_aggregates_cleanup_failures(runtime: dsh.Runtime) -> None
         await handle.dispose()  # same outcome again
 
 
-async def test_input_during_setup_runs_after_creation(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_input_during_setup_runs_after_creation(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     model.push(reply("hello back"))
     seen_status: list[dsh.AgentStatus] = []
 
@@ -90,7 +100,9 @@ async def test_input_during_setup_runs_after_creation(runtime: dsh.Runtime, mode
 
     handle = await runtime.agents.create("s", options=OPTIONS, setup=setup)
     assert seen_status == [dsh.AgentStatus.IDLE]
-    assert handle.agent.status is dsh.AgentStatus.RUNNING  # released at the end of creation
+    assert (
+        handle.agent.status is dsh.AgentStatus.RUNNING
+    )  # released at the end of creation
     await handle.agent.when_idle()
     assert handle.agent.session.events[-1].data.reason == dsh.Completed()
     await handle.dispose()
@@ -134,7 +146,9 @@ async def test_duplicate_live_id_is_refused(runtime: dsh.Runtime) -> None:
     await h.dispose()
 
 
-async def test_initiator_is_the_driving_agent(runtime: dsh.Runtime, model: ScriptedModel) -> None:
+async def test_initiator_is_the_driving_agent(
+    runtime: dsh.Runtime, model: ScriptedModel
+) -> None:
     model.push(reply("ok"))
     seen: list[object] = []
 
@@ -157,20 +171,32 @@ async def test_resume_requires_persistence(runtime: dsh.Runtime) -> None:
         await runtime.agents.resume("nope")
 
 
-async def test_resume_continues_turn_numbers_and_restores_the_inbox(tmp_path: Any) -> None:
+async def test_resume_continues_turn_numbers_and_restores_the_inbox(
+    tmp_path: Any,
+) -> None:
     model = ScriptedModel(reply("one"), reply("two"))
-    async with dsh.open_runtime(models={"scripted": model}, persistence=dsh.JsonlPersistence(tmp_path)) as rt:
+    async with dsh.open_runtime(
+        models={"scripted": model}, persistence=dsh.JsonlPersistence(tmp_path)
+    ) as rt:
         async with rt.agents.open("r", options=OPTIONS) as agent:
             agent.followup(dsh.user_message("first"))
             await agent.when_idle()
             agent.inbox.append("next-turn", dsh.user_message("pending"))
             # disposal clears the inbox durably; keep something pending via a crash instead
-    async with dsh.open_runtime(models={"scripted": model}, persistence=dsh.JsonlPersistence(tmp_path)) as rt:
+    async with dsh.open_runtime(
+        models={"scripted": model}, persistence=dsh.JsonlPersistence(tmp_path)
+    ) as rt:
         async with rt.agents.open_resumed("r", options=OPTIONS) as agent:
             assert agent.inbox.next_turn == ()  # disposal discarded it
             agent.followup(dsh.user_message("second"))
             await agent.when_idle()
-            turns = [e.data.turn for e in agent.session.events if e.type == "turn/start"]
+            turns = [
+                e.data.turn for e in agent.session.events if e.type == "turn/start"
+            ]
             assert turns == [1, 2]
-            headers = [e.data.reason for e in agent.session.events if e.type == "request/header"]
+            headers = [
+                e.data.reason
+                for e in agent.session.events
+                if e.type == "request/header"
+            ]
             assert headers == ["initial", "resume"]

@@ -46,7 +46,9 @@ from dsh_trio.session._jsonl import (
 )
 
 
-def header(id: str = "s1", *, cwd: str | None = None, created_at: int = 1) -> SessionHeader:
+def header(
+    id: str = "s1", *, cwd: str | None = None, created_at: int = 1
+) -> SessionHeader:
     return SessionHeader(id=SessionId(id), created_at=created_at, cwd=cwd)
 
 
@@ -60,7 +62,9 @@ def turn_events(start: int, turn: int, text: str = "hello") -> list[SessionEvent
         ("turn/end", TurnEnd(turn, Completed()), None),
     ]
     return [
-        SessionEvent(seq=start + i, time=1000 + start + i, type=t, data=d, surface_op=op)  # type: ignore[arg-type]
+        SessionEvent(
+            seq=start + i, time=1000 + start + i, type=t, data=d, surface_op=op
+        )  # type: ignore[arg-type]
         for i, (t, d, op) in enumerate(datas)
     ]
 
@@ -101,21 +105,24 @@ async def test_layout_header_and_one_compact_line_per_event(
     assert len(lines) == 1 + len(events)
     for line, ev in zip(lines[1:], events, strict=True):
         assert json.loads(line) == event_to_json(ev)
-        assert line == json.dumps(
-            event_to_json(ev), ensure_ascii=False, separators=(",", ":")
-        ).encode()
+        assert (
+            line
+            == json.dumps(
+                event_to_json(ev), ensure_ascii=False, separators=(",", ":")
+            ).encode()
+        )
 
 
 async def test_nothing_is_stored_until_the_first_append(
     persistence: JsonlPersistence, root: Path
 ) -> None:
     writer = await persistence.create(header("lazy"))
-    assert not root.exists()
+    assert not await trio.Path(root).exists()
     assert writer.durable_seq == 0
     await writer.append([], sync=True)
-    assert not root.exists()
+    assert not await trio.Path(root).exists()
     await writer.close()
-    assert not root.exists()
+    assert not await trio.Path(root).exists()
     assert not await persistence.exists("lazy")
     # The claim was released: the id can be created again.
     writer = await persistence.create(header("lazy"))
@@ -159,16 +166,16 @@ UNSAFE_IDS = [
 async def test_unsafe_ids_stay_under_root_and_round_trip(
     tmp_path: Path, root: Path, persistence: JsonlPersistence
 ) -> None:
-    for n, id in enumerate(UNSAFE_IDS):
-        path = await store(persistence, header(id, created_at=n), turn_events(0, 1))
+    for n, sid in enumerate(UNSAFE_IDS):
+        path = await store(persistence, header(sid, created_at=n), turn_events(0, 1))
         assert path.parent.parent.parent == root
-        assert path.parent.name == encode_session_id(id)
+        assert path.parent.name == encode_session_id(sid)
     # Nothing escaped the root, every id has its own directory.
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["sessions"]
-    assert len(list((root / "_no-cwd").iterdir())) == len(UNSAFE_IDS)
-    for id in UNSAFE_IDS:
-        assert await persistence.exists(id)
-        assert await reopen(persistence, id) == turn_events(0, 1)
+    assert sorted(p.name for p in await trio.Path(tmp_path).iterdir()) == ["sessions"]
+    assert len(list(await trio.Path(root / "_no-cwd").iterdir())) == len(UNSAFE_IDS)
+    for sid in UNSAFE_IDS:
+        assert await persistence.exists(sid)
+        assert await reopen(persistence, sid) == turn_events(0, 1)
     listed = await persistence.list()
     assert [h.id for h in listed] == UNSAFE_IDS
 
@@ -211,7 +218,7 @@ async def test_a_lone_surrogate_is_refused_before_anything_is_written(
     writer = await persistence.create(header())
     try:
         await writer.append(turn_events(0, 1), sync=True)
-        size = Path(writer.path).stat().st_size
+        size = (await trio.Path(writer.path).stat()).st_size
         bad = UserMessage(id="m", content=(TextBlock("a\ud800b"),))  # type: ignore[arg-type]
         batch = [
             SessionEvent(seq=5, time=1, type="turn/start", data=TurnStart(2)),
@@ -222,7 +229,7 @@ async def test_a_lone_surrogate_is_refused_before_anything_is_written(
         with pytest.raises(InvalidEventError, match="seq 6") as info:
             await writer.append(batch, sync=True)
         assert info.value.seq == 6
-        assert Path(writer.path).stat().st_size == size
+        assert (await trio.Path(writer.path).stat()).st_size == size
         assert writer.durable_seq == 5
     finally:
         await writer.close()
@@ -287,8 +294,12 @@ async def test_a_torn_tail_is_cut_off_on_open(
         b"",
         b"null",
         b"\xff\xfe",
-        json.dumps({"type": "step/start", "seq": 7, "time": 1, "data": {"turn": 1, "step": 1}}).encode(),
-        json.dumps({"type": "user/message", "seq": 2, "time": 1, "data": {"id": "x"}}).encode(),
+        json.dumps(
+            {"type": "step/start", "seq": 7, "time": 1, "data": {"turn": 1, "step": 1}}
+        ).encode(),
+        json.dumps(
+            {"type": "user/message", "seq": 2, "time": 1, "data": {"id": "x"}}
+        ).encode(),
     ],
     ids=["garbage", "empty", "null", "not-utf8", "seq-gap", "bad-data"],
 )
@@ -297,7 +308,9 @@ async def test_damage_without_a_later_turn_end_is_a_discardable_tail(
 ) -> None:
     events = turn_events(0, 1)[:2]
     later = turn_events(0, 1)[2:4]  # user/message, step/end: no turn/end
-    path = write_raw(root, "s1", [HEADER_LINE, *lines_of(events), damage, *lines_of(later)])
+    path = write_raw(
+        root, "s1", [HEADER_LINE, *lines_of(events), damage, *lines_of(later)]
+    )
     prefix = b"".join(path.read_bytes().split(b"\n")[i] + b"\n" for i in range(3))
     assert await reopen(persistence, "s1") == events
     assert path.read_bytes() == prefix
@@ -308,7 +321,9 @@ async def test_damage_without_a_later_turn_end_is_a_discardable_tail(
     [
         b"{not json",
         b"[1, 2",
-        json.dumps({"type": "step/start", "seq": 9, "time": 1, "data": {"turn": 1, "step": 1}}).encode(),
+        json.dumps(
+            {"type": "step/start", "seq": 9, "time": 1, "data": {"turn": 1, "step": 1}}
+        ).encode(),
     ],
     ids=["garbage", "truncated-json", "seq-gap"],
 )
@@ -334,7 +349,12 @@ async def test_a_damaged_turn_end_line_itself_is_corrupt(
     persistence: JsonlPersistence, root: Path
 ) -> None:
     events = turn_events(0, 1)
-    bad_end = {"type": "turn/end", "seq": 4, "time": 1, "data": {"turn": 1, "reason": {"kind": "??"}}}
+    bad_end = {
+        "type": "turn/end",
+        "seq": 4,
+        "time": 1,
+        "data": {"turn": 1, "reason": {"kind": "??"}},
+    }
     write_raw(root, "s1", [HEADER_LINE, *lines_of(events[:4]), bad_end])
     with pytest.raises(SessionCorruptError) as info:
         await persistence.open("s1")
@@ -346,7 +366,10 @@ async def test_a_foreign_version_is_refused_and_the_log_left_alone(
 ) -> None:
     # A future format need not look like ours at all beyond the version.
     path = write_raw(
-        root, "s1", [{"type": "session", "version": 4, "id": "s1", "new": 1}, b"{???"], tail=b"torn"
+        root,
+        "s1",
+        [{"type": "session", "version": 4, "id": "s1", "new": 1}, b"{???"],
+        tail=b"torn",
     )
     before = path.read_bytes()
     for _ in range(2):  # the claim is released after the refusal
@@ -405,7 +428,7 @@ async def test_append_checks_the_seq(persistence: JsonlPersistence) -> None:
         gap = turn_events(0, 1)
         with pytest.raises(PersistenceSeqError):
             await writer.append([gap[0], gap[2]], sync=False)
-        assert not Path(writer.path).exists()
+        assert not await trio.Path(writer.path).exists()
         await writer.append(gap, sync=False)
         with pytest.raises(PersistenceSeqError):
             await writer.append(gap, sync=False)  # a duplicate
@@ -443,8 +466,8 @@ async def test_a_failed_append_leaves_the_file_as_it_was(
     writer = await persistence.create(header())
     try:
         await writer.append(turn_events(0, 1), sync=True)
-        path = Path(writer.path)
-        before = path.read_bytes()
+        path = trio.Path(writer.path)
+        before = await path.read_bytes()
         failures = itertools.count()
 
         real_write, real_sync = _jsonl._write_all, _jsonl._sync_data
@@ -465,9 +488,9 @@ async def test_a_failed_append_leaves_the_file_as_it_was(
         else:
             monkeypatch.setattr(_jsonl, "_sync_data", failing_sync)
         batch = turn_events(5, 2)
-        with pytest.raises(OSError, match="No space|Input/output"):
+        with pytest.raises(OSError, match=r"No space|Input/output"):
             await writer.append(batch, sync=True)
-        assert path.read_bytes() == before
+        assert await path.read_bytes() == before
         assert writer.durable_seq == 5
         await writer.append(batch, sync=True)  # the retry
     finally:
@@ -519,8 +542,41 @@ async def test_the_first_append_never_replaces_an_existing_file(
         assert path.read_bytes() == before
         assert writer.durable_seq == 0
         assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
+        if sys.platform != "win32":
+            import fcntl
+
+            # The failed writer does not keep the other owner's session locked.
+            fd = os.open(path.parent / "session.lock", os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(fd)
     finally:
         await writer.close()
+
+
+async def test_a_failed_first_append_leaves_no_log(
+    persistence: JsonlPersistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = _jsonl._sync_dir
+    calls = itertools.count()
+
+    def failing_sync_dir(path: str) -> None:
+        if next(calls) == 0:
+            raise OSError(5, "Input/output error")
+        real(path)
+
+    monkeypatch.setattr(_jsonl, "_sync_dir", failing_sync_dir)
+    writer = await persistence.create(header())
+    try:
+        with pytest.raises(OSError, match="Input/output"):
+            await writer.append(turn_events(0, 1), sync=True)
+        assert not await trio.Path(writer.path).exists()
+        assert writer.durable_seq == 0
+        await writer.append(turn_events(0, 1), sync=True)
+    finally:
+        await writer.close()
+    assert await reopen(persistence, "s1") == turn_events(0, 1)
 
 
 async def test_create_refuses_a_stored_id(persistence: JsonlPersistence) -> None:
@@ -588,13 +644,21 @@ async def test_one_writer_at_a_time_across_processes(
 
 async def test_list_and_exists(persistence: JsonlPersistence, root: Path) -> None:
     assert await persistence.list() == []
-    await store(persistence, header("b", cwd="/p/one", created_at=20), turn_events(0, 1))
-    await store(persistence, header("a", cwd="/p/two", created_at=10), turn_events(0, 1))
+    await store(
+        persistence, header("b", cwd="/p/one", created_at=20), turn_events(0, 1)
+    )
+    await store(
+        persistence, header("a", cwd="/p/two", created_at=10), turn_events(0, 1)
+    )
     await store(persistence, header("c", created_at=30), turn_events(0, 1))
     write_raw(root, "junk", [b"not a header"])
     (root / "stray-file").write_text("x")
     listed = await persistence.list()
-    assert [(h.id, h.cwd) for h in listed] == [("a", "/p/two"), ("b", "/p/one"), ("c", None)]
+    assert [(h.id, h.cwd) for h in listed] == [
+        ("a", "/p/two"),
+        ("b", "/p/one"),
+        ("c", None),
+    ]
     fresh = JsonlPersistence(root)  # no cached locations
     assert await fresh.exists("b")
     assert await reopen(fresh, "a") == turn_events(0, 1)

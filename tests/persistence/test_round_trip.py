@@ -84,8 +84,9 @@ finite = st.floats(allow_nan=False, allow_infinity=False).filter(
 )
 json_values: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | safe_ints | finite | texts,
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(short, inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(short, inner, max_size=3)
+    ),
     max_leaves=6,
 )
 message_ids = texts.map(MessageId)
@@ -173,14 +174,20 @@ chunks = st.one_of(
 @st.composite
 def runs(draw: st.DrawFn, cls: Any) -> Any:
     members = draw(st.lists(texts, min_size=1, max_size=4))
-    dt = draw(st.lists(st.integers(0, 10_000), min_size=len(members) - 1, max_size=len(members) - 1))
+    dt = draw(
+        st.lists(
+            st.integers(0, 10_000), min_size=len(members) - 1, max_size=len(members) - 1
+        )
+    )
     return cls(draw(counts), draw(counts), tuple(dt), tuple(members))
 
 
 @st.composite
 def tool_runs(draw: st.DrawFn) -> ToolCallChunksRecord:
     args = draw(st.lists(texts, min_size=1, max_size=4))
-    dt = draw(st.lists(st.integers(0, 10_000), min_size=len(args) - 1, max_size=len(args) - 1))
+    dt = draw(
+        st.lists(st.integers(0, 10_000), min_size=len(args) - 1, max_size=len(args) - 1)
+    )
     return ToolCallChunksRecord(
         draw(counts),
         draw(counts),
@@ -198,9 +205,7 @@ records = st.one_of(
     st.builds(RawChunkRecord, counts, chunks),
 )
 streams = st.lists(records, max_size=4).map(tuple)
-surface_ops = st.one_of(
-    st.just("append"), st.builds(SurfaceReplace, counts, counts)
-)
+surface_ops = st.one_of(st.just("append"), st.builds(SurfaceReplace, counts, counts))
 sources_seqs = st.none() | st.lists(counts, min_size=1, max_size=3).map(tuple)
 
 # type → (data strategy, is a surface type)
@@ -273,7 +278,9 @@ DATA: dict[str, tuple[st.SearchStrategy[Any], bool]] = {
                 ),
                 adapter_defaults=st.none()
                 | st.builds(
-                    AdapterDefaults, st.none() | st.booleans(), st.none() | st.booleans()
+                    AdapterDefaults,
+                    st.none() | st.booleans(),
+                    st.none() | st.booleans(),
                 ),
                 tools=st.none() | st.lists(json_values, max_size=2).map(tuple),
             ),
@@ -322,7 +329,12 @@ def event_drafts(draw: st.DrawFn) -> tuple[str, Any, Any, Any, int]:
 def build(drafts: list[tuple[str, Any, Any, Any, int]]) -> list[SessionEvent]:
     return [
         SessionEvent(
-            seq=i, time=time, type=type_, data=data, surface_op=op, source_event_seqs=src
+            seq=i,
+            time=time,
+            type=type_,
+            data=data,
+            surface_op=op,
+            source_event_seqs=src,
         )
         for i, (type_, data, op, src, time) in enumerate(drafts)
     ]

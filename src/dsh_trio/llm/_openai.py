@@ -56,7 +56,7 @@ __all__ = ["OpenAICompatibleAdapter"]
 
 _DEFAULT_TIMEOUT: Final = httpx.Timeout(60.0, connect=10.0)
 _REDACTED: Final = "***"
-_DRAIN_SECONDS: Final = 2.0
+_DRAIN_SECONDS: Final = 1.0
 _MAX_ERROR_TEXT: Final = 500
 _EMPTY_TOOL_OUTPUT: Final = "(no output)"
 _IMAGE_PLACEHOLDER: Final = "[image omitted]"
@@ -83,7 +83,15 @@ class OpenAICompatibleAdapter:
     Works with DeepSeek, OpenAI, vLLM, llama.cpp, Ollama and other servers that speak
     ``POST /chat/completions`` with server-sent events. Text, reasoning
     (``reasoning_content`` or ``reasoning``) and tool-call deltas, usage and finish
-    reasons are mapped to :data:`~dsh_trio.llm.StreamChunk` values.
+    reasons are mapped to :data:`~dsh_trio.llm.StreamChunk` values. A completed
+    response with no block at all ends with ``Finish`` error ``EMPTY_RESPONSE``; a
+    ``stop`` that comes with tool calls is reported as ``tool-calls``.
+
+    History mapping: system, user and assistant text; assistant tool calls as
+    ``tool_calls``; tool results (user messages from a :class:`ToolSource`, or
+    :class:`ToolResultBlock` content) as ``tool`` messages. Reasoning blocks are not
+    sent back. Images become ``image_url`` parts when their attachment has a
+    ``url`` or inline ``data`` + ``mediaType``, else a placeholder text.
 
     The API key is sent only in the ``Authorization`` header; it never appears in
     this object's repr or in the messages of the errors it raises.
@@ -218,40 +226,53 @@ class OpenAICompatibleAdapter:
                     await response.aread()
                     raise self._http_error(response)
                 lines = response.aiter_lines()
-                pending: list[str] = []
                 failure: LlmError | None = None
-                async for line in lines:
-                    if line.startswith("data:"):
-                        pending.append(
-                            line[6:] if line.startswith("data: ") else line[5:]
-                        )
-                        continue
-                    if line or not pending:
-                        continue  # a comment, another SSE field, or a keep-alive
-                    payload = "\n".join(pending)
-                    pending.clear()
-                    await trio.lowlevel.checkpoint()
-                    try:
-                        out = translator.feed(payload)
-                    except LlmError as exc:
-                        failure = exc
-                        break
-                    for chunk in out:
-                        yield chunk  # noqa: ASYNC119
-                    if translator.done:
-                        break
-                else:
-                    if pending:
-                        # Some servers end the last event without its blank line.
+                try:
+                    pending: list[str] = []
+                    async for line in lines:
+                        if line.startswith("data:"):
+                            pending.append(
+                                line[6:] if line.startswith("data: ") else line[5:]
+                            )
+                            continue
+                        if line or not pending:
+                            continue  # a comment, another SSE field, or a keep-alive
+                        payload = "\n".join(pending)
+                        pending.clear()
                         await trio.lowlevel.checkpoint()
-                        for chunk in translator.feed("\n".join(pending)):
+                        try:
+                            out = translator.feed(payload)
+                        except LlmError as exc:
+                            failure = exc
+                            break
+                        for chunk in out:
                             yield chunk  # noqa: ASYNC119
-                if failure is None:
+                        if translator.done:
+                            break
+                    else:
+                        if pending:
+                            # Some servers end the last event without its blank line.
+                            await trio.lowlevel.checkpoint()
+                            for chunk in translator.feed("\n".join(pending)):
+                                yield chunk  # noqa: ASYNC119
+                    # Read the end of the body (normally just the chunked-encoding
+                    # terminator) before the closing chunks: consumers stop at
+                    # Finish, and a response read to its end lets the connection
+                    # be reused. A server that keeps it open costs the bound.
+                    with trio.move_on_after(_DRAIN_SECONDS):
+                        await _read_rest(lines)
+                    if failure is not None:
+                        raise failure
                     for chunk in translator.finish():
                         yield chunk  # noqa: ASYNC119
-                await _drain(lines)
-                if failure is not None:
-                    raise failure
+                finally:
+                    # httpx's body iterators are async generators; one left
+                    # suspended (cancellation, an error, the consumer closing this
+                    # stream) is finalized later by trio with a ResourceWarning.
+                    # Finish them now: what is already buffered is read, and the
+                    # first real wait raises Cancelled inside them. Never blocks.
+                    with trio.move_on_after(0, shield=True):
+                        await _read_rest(lines)
         except httpx.TimeoutException as exc:
             raise LlmError(
                 LlmFailure(
@@ -317,20 +338,13 @@ class OpenAICompatibleAdapter:
         )
 
 
-async def _drain(lines: AsyncIterator[str]) -> None:
-    """Read what is left of a response body (normally nothing), briefly.
-
-    httpx's body iterators are async generators: one left suspended is finalized
-    later by trio, with a ResourceWarning. Reading to the end, or being cancelled
-    inside them by the deadline, finishes them here. The response is complete by
-    now, so a transport error on the way is of no interest.
-    """
-    with trio.move_on_after(_DRAIN_SECONDS):
-        try:
-            async for _ in lines:
-                pass
-        except httpx.TransportError:
+async def _read_rest(lines: AsyncIterator[str]) -> None:
+    """Consume what is left of a response body; transport errors no longer matter."""
+    try:
+        async for _ in lines:
             pass
+    except (httpx.HTTPError, httpx.StreamError):
+        pass
 
 
 def _error_details(response: httpx.Response) -> tuple[str, str | None]:

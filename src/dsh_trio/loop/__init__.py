@@ -1,6 +1,10 @@
 """The agent driver: one agent, its inbox, its turns and steps."""
 
-from ._agent import Agent as Agent, AgentConfigError as AgentConfigError, AgentScope as AgentScope
+from ._agent import (
+    Agent as Agent,
+    AgentConfigError as AgentConfigError,
+    AgentScope as AgentScope,
+)
 from ._inbox import Inbox as Inbox
 from ._initiator import (
     current_initiator as current_initiator,

@@ -27,14 +27,13 @@ from .._values import (
     Errored,
     FinishReason,
     HookCancel,
-    LegacyCancel,
-    ParentCancel,
-    UserCancel,
     InboxTarget,
     JsonValue,
+    LegacyCancel,
     LlmFailure,
     MaxTokens,
     ModelSource,
+    ParentCancel,
     PreStepDecision,
     Reject,
     RequestContextData,
@@ -48,14 +47,21 @@ from .._values import (
     TurnEnd,
     TurnEndReason,
     TurnStart,
+    UserCancel,
     UserMessage,
     new_message_id,
 )
-from ..errors import AgentBusyError, AgentCancelled, AgentDisposedError, DshError, LlmError
+from ..errors import (
+    AgentBusyError,
+    AgentCancelled,
+    AgentDisposedError,
+    DshError,
+    LlmError,
+)
 from ..events import (
+    Abandoned,
     AgentErrorEvent,
     AgentStatusChanged,
-    Abandoned,
     AssistantStream,
     Committed,
     InboxClaimed,
@@ -144,19 +150,29 @@ class AgentScope:
 
     def _check(self) -> None:
         if self._closed:
-            raise AgentDisposedError(f'agent "{self._agent.id}" is disposed: its scope accepts no registration')
+            raise AgentDisposedError(
+                f'agent "{self._agent.id}" is disposed: its scope accepts no registration'
+            )
 
-    def on(self, name: str, listener: Callable[..., Any], *, prepend: bool = False) -> Callable[[], None]:
+    def on(
+        self, name: str, listener: Callable[..., Any], *, prepend: bool = False
+    ) -> Callable[[], None]:
         """Register an agent-scoped listener; returns its disposer (also run at dispose)."""
         self._check()
-        dispose = self._agent._services.bus.on(name, listener, scope=self._agent, prepend=prepend)
+        dispose = self._agent._services.bus.on(
+            name, listener, scope=self._agent, prepend=prepend
+        )
         self._cleanups.append(dispose)
         return dispose
 
-    def add_section(self, name: str, text: str | Callable[[object], str]) -> Callable[[], None]:
+    def add_section(
+        self, name: str, text: str | Callable[[object], str]
+    ) -> Callable[[], None]:
         """Add a system-prompt section that applies to this agent only."""
         self._check()
-        dispose = self._agent._services.prompt.add_section(name, text, scope=self._agent)
+        dispose = self._agent._services.prompt.add_section(
+            name, text, scope=self._agent
+        )
         self._cleanups.append(dispose)
         return dispose
 
@@ -223,7 +239,9 @@ class Agent:
         "session",
     )
 
-    def __init__(self, *, session: Session, options: AgentOptions, services: AgentServices) -> None:
+    def __init__(
+        self, *, session: Session, options: AgentOptions, services: AgentServices
+    ) -> None:
         self.id: SessionId = session.id
         self.options = options
         self.session = session
@@ -231,7 +249,9 @@ class Agent:
         self.scope = AgentScope(self)
         self.inbox = Inbox(
             session,
-            notify=InboxNotifications(self._on_inserted, self._on_discarded, self._on_claimed),
+            notify=InboxNotifications(
+                self._on_inserted, self._on_discarded, self._on_claimed
+            ),
             check_alive=self._check_alive,
         )
         self._kind: int = _IDLE
@@ -266,7 +286,9 @@ class Agent:
 
     # ------------------------------------------------------------------ input
 
-    def send(self, message: UserMessage, target: InboxTarget | str, wakeup: bool) -> None:
+    def send(
+        self, message: UserMessage, target: InboxTarget | str, wakeup: bool
+    ) -> None:
         """Queue ``message`` on ``target``'s list; wake the driver if ``wakeup``.
 
         A waking send to an idle agent starts a turn before returning (the message
@@ -281,7 +303,12 @@ class Agent:
         """
         self._check_alive()
         t = coerce_target(target)
-        after_abort = wakeup and self._kind != _IDLE and self._signal is not None and self._signal.cancelled
+        after_abort = (
+            wakeup
+            and self._kind != _IDLE
+            and self._signal is not None
+            and self._signal.cancelled
+        )
         self.inbox._insert(InboxTarget.NEXT_TURN if after_abort else t, message)
         if wakeup:
             self._wake_driver(after_abort)
@@ -310,7 +337,9 @@ class Agent:
             TypeError: ``cause`` is not a :class:`CancelCause`.
         """
         if not isinstance(cause, CancelCause):
-            raise TypeError(f"cancel() takes a CancelCause (UserCancel(), HookCancel(reason), ...), got {cause!r}")
+            raise TypeError(
+                f"cancel() takes a CancelCause (UserCancel(), HookCancel(reason), ...), got {cause!r}"
+            )
         if not keep_inbox and not self._disposed:
             self.inbox._clear()
             if self._kind != _IDLE:
@@ -362,7 +391,11 @@ class Agent:
             self._kind = _IDLE
             self._signal = None
             self._wake = False
-            if wake and self.inbox.has_pending and not isinstance(signal.cause, DisposedCancel):
+            if (
+                wake
+                and self.inbox.has_pending
+                and not isinstance(signal.cause, DisposedCancel)
+            ):
                 self._wake_driver()
             done.set()
         if signal.scope.cancelled_caught:
@@ -378,28 +411,44 @@ class Agent:
 
     def _on_inserted(self, message: UserMessage) -> None:
         if self._services.bus.has_listeners("agent/inbox/inserted"):
-            self._services.bus.emit("agent/inbox/inserted", InboxInserted(self, message), scope=self)
+            self._services.bus.emit(
+                "agent/inbox/inserted", InboxInserted(self, message), scope=self
+            )
 
     def _on_discarded(self, message: UserMessage) -> None:
         if self._services.bus.has_listeners("agent/inbox/discarded"):
-            self._services.bus.emit("agent/inbox/discarded", InboxDiscarded(self, message), scope=self)
+            self._services.bus.emit(
+                "agent/inbox/discarded", InboxDiscarded(self, message), scope=self
+            )
 
     def _on_claimed(self, message: UserMessage, turn: int) -> None:
         if self._services.bus.has_listeners("agent/inbox/claimed"):
-            self._services.bus.emit("agent/inbox/claimed", InboxClaimed(self, message, turn), scope=self)
+            self._services.bus.emit(
+                "agent/inbox/claimed", InboxClaimed(self, message, turn), scope=self
+            )
 
     def _on_session_event(self, event: SessionEvent) -> None:
         if self._services.bus.has_listeners("session/event"):
-            self._services.bus.emit("session/event", SessionEventAppended(self.session, event), scope=self)
+            self._services.bus.emit(
+                "session/event", SessionEventAppended(self.session, event), scope=self
+            )
 
     def _emit_status(self, status: AgentStatus) -> None:
         if self._services.bus.has_listeners("agent/status"):
-            self._services.bus.emit("agent/status", AgentStatusChanged(self, status), scope=self)
+            self._services.bus.emit(
+                "agent/status", AgentStatusChanged(self, status), scope=self
+            )
 
     def _emit_error(self, exc: Exception) -> None:
-        logger.debug("agent %s: turn %d step %d failed: %r", self.id, self._turn, self._step, exc)
+        logger.debug(
+            "agent %s: turn %d step %d failed: %r", self.id, self._turn, self._step, exc
+        )
         if self._services.bus.has_listeners("agent/error"):
-            self._services.bus.emit("agent/error", AgentErrorEvent(self, self._turn, self._step, exc), scope=self)
+            self._services.bus.emit(
+                "agent/error",
+                AgentErrorEvent(self, self._turn, self._step, exc),
+                scope=self,
+            )
 
     # ------------------------------------------------------------------ driver
 
@@ -444,7 +493,9 @@ class Agent:
             return _OpenedTurn(turn, signal, [], exc)
         return _OpenedTurn(turn, signal, claimed)
 
-    async def _drive(self, done: trio.Event, opened: _OpenedTurn | None) -> None:
+    async def _drive(  # noqa: ASYNC910
+        self, done: trio.Event, opened: _OpenedTurn | None
+    ) -> None:  # a task with no turn to run ends at once
         _initiator.set(self)
         try:
             while opened is not None:
@@ -466,7 +517,11 @@ class Agent:
                 self._wake_driver()
             done.set()
 
-    async def _run_turn(self, opened: _OpenedTurn) -> bool:
+    async def _run_turn(
+        self, opened: _OpenedTurn
+    ) -> (
+        bool
+    ):  # checkpoints at each pre-step yield; a failed claim ends the turn at once
         """Run one opened turn to its ``turn/end``; True if the driver should go on."""
         signal, turn = opened.signal, opened.turn
         session = self.session
@@ -499,7 +554,9 @@ class Agent:
                         session.append("step/start", StepStart(turn, step))
                         self._step = step
                         try:
-                            step_end = await self._run_step(turn, step, decision, signal)
+                            step_end = await self._run_step(
+                                turn, step, decision, signal
+                            )
                             if not isinstance(turn_ends, MaxTokens):
                                 turn_ends = step_end
                         finally:
@@ -508,7 +565,11 @@ class Agent:
                         if turn_ends is not None and not self.inbox.next_step:
                             bus = self._services.bus
                             if bus.has_listeners("agent/turn-stopping"):
-                                await bus.serial("agent/turn-stopping", TurnStopping(self, turn, signal), scope=self)
+                                await bus.serial(
+                                    "agent/turn-stopping",
+                                    TurnStopping(self, turn, signal),
+                                    scope=self,
+                                )
                                 await trio.lowlevel.checkpoint_if_cancelled()
                             if not self.inbox.next_step:
                                 break
@@ -537,21 +598,26 @@ class Agent:
         if outer is not None:
             raise outer
         if stop or failure is not None or signal.cancelled:
-            return False
-        return self.inbox.has_pending
+            return False  # noqa: ASYNC910
+        return self.inbox.has_pending  # noqa: ASYNC910
 
-    async def _pre_step(
+    async def _pre_step(  # hot path: with no listener the caller's pre-step yield is the checkpoint
         self, claimed: list[UserMessage], turn: int, step: int, signal: CancelSignal
     ) -> PreStepDecision:
         bus = self._services.bus
         default = Enter(tuple(claimed))
         if not bus.has_listeners("agent/pre-step"):
-            return default
+            return default  # noqa: ASYNC910
         decision = await bus.waterfall(
-            "agent/pre-step", PreStep(self, tuple(claimed), turn, step, signal), default, scope=self
+            "agent/pre-step",
+            PreStep(self, tuple(claimed), turn, step, signal),
+            default,
+            scope=self,
         )
         if not isinstance(decision, (Reject, Enter)):
-            raise TypeError(f"agent/pre-step must return Reject() or Enter(messages), got {decision!r}")
+            raise TypeError(
+                f"agent/pre-step must return Reject() or Enter(messages), got {decision!r}"
+            )
         await trio.lowlevel.checkpoint_if_cancelled()
         return decision
 
@@ -568,7 +634,8 @@ class Agent:
             config = await self._prepare_request(turn, step, signal)
             persisted = session.request_header()
             series = (attempt == 1 and decision.starts_request_series) or (
-                self._last_generation >= 0 and session.replace_generation != self._last_generation
+                self._last_generation >= 0
+                and session.replace_generation != self._last_generation
             )
             if persisted is not None and (persisted.tools or ()) != tools:
                 series = True
@@ -589,7 +656,13 @@ class Agent:
                     action = await bus.waterfall(
                         "agent/request-error",
                         RequestFailed(
-                            self, turn, step, config.provider, outcome, services.models.retry_policy(config.provider), signal
+                            self,
+                            turn,
+                            step,
+                            config.provider,
+                            outcome,
+                            services.models.retry_policy(config.provider),
+                            signal,
                         ),
                         no_action,
                         scope=self,
@@ -604,10 +677,14 @@ class Agent:
             calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
             if not calls:
                 return Completed()
-            concluded = await services.tools.execute(self, turn=turn, step=step, calls=calls, signal=signal)
+            concluded = await services.tools.execute(
+                self, turn=turn, step=step, calls=calls, signal=signal
+            )
             return Completed() if concluded else None
 
-    async def _prepare_request(self, turn: int, step: int, signal: CancelSignal) -> CallConfig:
+    async def _prepare_request(  # hot path: with no listener there is nothing to wait for
+        self, turn: int, step: int, signal: CancelSignal
+    ) -> CallConfig:
         options = self.options
         persisted = self.session.request_header()
         if not self._header_logged or persisted is None:
@@ -617,7 +694,10 @@ class Agent:
                 and persisted is not None
                 and persisted.config.provider == options.provider
                 and persisted.config.model == options.model
-                and not (persisted.adapter_defaults and persisted.adapter_defaults.reasoning_effort)
+                and not (
+                    persisted.adapter_defaults
+                    and persisted.adapter_defaults.reasoning_effort
+                )
             ):
                 effort = persisted.config.reasoning_effort
             seed = CallConfig(
@@ -629,17 +709,28 @@ class Agent:
         else:
             seed = persisted.config
             defaults = persisted.adapter_defaults
-            if defaults is not None and (defaults.reasoning_effort or defaults.max_tokens):
+            if defaults is not None and (
+                defaults.reasoning_effort or defaults.max_tokens
+            ):
                 seed = attrs.evolve(
                     seed,
-                    reasoning_effort=None if defaults.reasoning_effort else seed.reasoning_effort,
+                    reasoning_effort=None
+                    if defaults.reasoning_effort
+                    else seed.reasoning_effort,
                     max_tokens=None if defaults.max_tokens else seed.max_tokens,
                 )
         bus = self._services.bus
         if bus.has_listeners("agent/request"):
-            config = await bus.waterfall("agent/request", RequestProposal(self, turn, step, signal), seed, scope=self)
+            config = await bus.waterfall(
+                "agent/request",
+                RequestProposal(self, turn, step, signal),
+                seed,
+                scope=self,
+            )
             if not isinstance(config, CallConfig):
-                raise TypeError(f"agent/request must return a CallConfig, got {config!r}")
+                raise TypeError(
+                    f"agent/request must return a CallConfig, got {config!r}"
+                )
             await trio.lowlevel.checkpoint_if_cancelled()
         else:
             config = seed
@@ -648,26 +739,46 @@ class Agent:
                 f'agent "{self.id}" has no provider/model: set AgentOptions.provider and '
                 "AgentOptions.model or supply both via the agent/request waterfall"
             )
-        return config
+        return config  # noqa: ASYNC910
 
-    def _build_request(self, config: CallConfig, tools: tuple[JsonValue, ...], series: bool) -> ModelRequest:
+    def _build_request(
+        self, config: CallConfig, tools: tuple[JsonValue, ...], series: bool
+    ) -> ModelRequest:
         session = self.session
         persisted = session.request_header()
         header = EpochHeader(config=config, tools=tools or None)
         if not self._header_logged:
             session.append(
-                "request/header", RequestHeaderData(header=header, reason="resume" if persisted is not None else "initial")
+                "request/header",
+                RequestHeaderData(
+                    header=header,
+                    reason="resume" if persisted is not None else "initial",
+                ),
             )
             self._header_logged = True
         elif persisted is None or header != persisted:
             session.append(
-                "request/header", RequestHeaderData(header=header, reason="change", starts_series=True if series else None)
+                "request/header",
+                RequestHeaderData(
+                    header=header,
+                    reason="change",
+                    starts_series=True if series else None,
+                ),
             )
         elif series:
-            session.append("request/header", RequestHeaderData(header=header, reason="series"))
+            session.append(
+                "request/header", RequestHeaderData(header=header, reason="series")
+            )
         context = session.request_context()
-        if context is None or context.provider != config.provider or context.model != config.model:
-            session.append("request/context", RequestContextData(provider=config.provider, model=config.model))
+        if (
+            context is None
+            or context.provider != config.provider
+            or context.model != config.model
+        ):
+            session.append(
+                "request/context",
+                RequestContextData(provider=config.provider, model=config.model),
+            )
         self._last_generation = session.replace_generation
         return ModelRequest(
             provider=config.provider,
@@ -681,8 +792,12 @@ class Agent:
             session_id=self.id,
         )
 
-    def _frame(self, frame: StreamStartFrame | StreamChunkFrame | StreamEndFrame) -> None:
-        self._services.bus.emit("agent/assistant-stream", AssistantStream(self, frame), scope=self)
+    def _frame(
+        self, frame: StreamStartFrame | StreamChunkFrame | StreamEndFrame
+    ) -> None:
+        self._services.bus.emit(
+            "agent/assistant-stream", AssistantStream(self, frame), scope=self
+        )
 
     async def _attempt(
         self, turn: int, step: int, request: ModelRequest, signal: CancelSignal
@@ -711,7 +826,11 @@ class Agent:
                     assembler.push(chunk)
                     if frames:
                         self._revision += 1
-                        self._frame(StreamChunkFrame(attempt_id, self._revision, index, now, chunk))
+                        self._frame(
+                            StreamChunkFrame(
+                                attempt_id, self._revision, index, now, chunk
+                            )
+                        )
                     index += 1
             finally:
                 await stream.aclose()
@@ -727,7 +846,9 @@ class Agent:
                             turn=turn,
                             step=step,
                             message=AssistantMessage(
-                                id=new_message_id(), content=content, source=ModelSource(request.provider, request.model)
+                                id=new_message_id(),
+                                content=content,
+                                source=ModelSource(request.provider, request.model),
                             ),
                             stream=records.records(),
                             usage=assembler.usage,
@@ -737,7 +858,10 @@ class Agent:
                     )
                 else:
                     settled = session.append(
-                        "assistant/attempt", AssistantAttemptData(turn=turn, step=step, stream=records.records())
+                        "assistant/attempt",
+                        AssistantAttemptData(
+                            turn=turn, step=step, stream=records.records()
+                        ),
                     )
             finally:
                 if frames:
@@ -747,18 +871,29 @@ class Agent:
         try:
             if finish.kind in ("error", "aborted"):
                 settled = session.append(
-                    "assistant/attempt", AssistantAttemptData(turn=turn, step=step, stream=records.records())
+                    "assistant/attempt",
+                    AssistantAttemptData(
+                        turn=turn, step=step, stream=records.records()
+                    ),
                 )
-                return finish.failure or LlmFailure(message="model call failed", code="UNKNOWN")
+                return finish.failure or LlmFailure(
+                    message="model call failed", code="UNKNOWN"
+                )
             message = AssistantMessage(
                 id=new_message_id(),
                 content=assembler.blocks(),
-                source=ModelSource(request.provider, request.model, assembler.replay_state),
+                source=ModelSource(
+                    request.provider, request.model, assembler.replay_state
+                ),
             )
             settled = session.append(
                 "assistant/message",
                 AssistantMessageData(
-                    turn=turn, step=step, message=message, stream=records.records(), usage=assembler.usage
+                    turn=turn,
+                    step=step,
+                    message=message,
+                    stream=records.records(),
+                    usage=assembler.usage,
                 ),
                 surface_op="append",
             )
@@ -767,9 +902,13 @@ class Agent:
             if frames:
                 self._end_frame(attempt_id, index, settled)
 
-    def _end_frame(self, attempt_id: str, index: int, settled: SessionEvent | None) -> None:
+    def _end_frame(
+        self, attempt_id: str, index: int, settled: SessionEvent | None
+    ) -> None:
         self._revision += 1
-        outcome = Committed(settled.type, settled.seq) if settled is not None else Abandoned()
+        outcome = (
+            Committed(settled.type, settled.seq) if settled is not None else Abandoned()
+        )
         self._frame(StreamEndFrame(attempt_id, self._revision, index, outcome))
 
     # ------------------------------------------------------------------ disposal support
@@ -780,4 +919,3 @@ class Agent:
     def _finish_dispose(self) -> None:
         self._disposed = True
         self._unsubscribe()
-

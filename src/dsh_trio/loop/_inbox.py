@@ -58,7 +58,9 @@ def _normalise(value: float, length: int, *, what: str) -> int:
 
 
 def _fold_error(seq: int, problem: str) -> SessionCorruptError:
-    return SessionCorruptError(f"invalid persisted inbox splice at session seq {seq}: {problem}", seq=seq)
+    return SessionCorruptError(
+        f"invalid persisted inbox splice at session seq {seq}: {problem}", seq=seq
+    )
 
 
 class Inbox:
@@ -113,7 +115,9 @@ class Inbox:
         return bool(self._ids)
 
     def __repr__(self) -> str:
-        return f"<Inbox next_turn={len(self.next_turn)} next_step={len(self.next_step)}>"
+        return (
+            f"<Inbox next_turn={len(self.next_turn)} next_step={len(self.next_step)}>"
+        )
 
     # ------------------------------------------------------------------ public mutations
 
@@ -217,19 +221,25 @@ class Inbox:
                     return target, i
         return None  # pragma: no cover - _ids mirrors the lists
 
-    def _validate_inserted(self, inserted: Sequence[UserMessage], removed: Sequence[UserMessage]) -> None:
+    def _validate_inserted(
+        self, inserted: Sequence[UserMessage], removed: Sequence[UserMessage]
+    ) -> None:
         removed_ids = {m.id for m in removed}
         seen: set[str] = set()
         for m in inserted:
             if type(m) is not UserMessage:
-                raise InvalidSpliceError(f"inbox messages must be UserMessage values, got {type(m).__name__}")
+                raise InvalidSpliceError(
+                    f"inbox messages must be UserMessage values, got {type(m).__name__}"
+                )
             if m.id in seen or (m.id in self._ids and m.id not in removed_ids):
                 raise DuplicateMessageError(m.id)
             seen.add(m.id)
             try:
                 check_json(to_json(m), f"message {m.id!r}")
             except TypeError as exc:
-                raise InvalidSpliceError(f"message {m.id!r} is not JSON-serialisable: {exc}") from exc
+                raise InvalidSpliceError(
+                    f"message {m.id!r} is not JSON-serialisable: {exc}"
+                ) from exc
 
     def _mutate(
         self,
@@ -246,7 +256,9 @@ class Inbox:
         removed = current[start : start + delete_count]
         if inserted:
             self._validate_inserted(inserted, removed)
-        outcome: Literal["canceled"] | None = "canceled" if discard and delete_count else None
+        outcome: Literal["canceled"] | None = (
+            "canceled" if discard and delete_count else None
+        )
         self._session.append(
             "agent/inbox/spliced",
             InboxSplice(
@@ -257,7 +269,9 @@ class Inbox:
                 outcome=outcome,
             ),
         )
-        self._lists[target] = current[:start] + inserted + current[start + delete_count :]
+        self._lists[target] = (
+            current[:start] + inserted + current[start + delete_count :]
+        )
         ids = self._ids
         for m in removed:
             ids.discard(m.id)
@@ -279,16 +293,25 @@ class Inbox:
             raise _fold_error(event.seq, "data is not an inbox splice")
         current = self._lists[data.target]
         start, count = data.start, data.removed_count or 0
-        if start < 0 or start > len(current) or count < 0 or start + count > len(current):
-            raise _fold_error(event.seq, f"coordinates start={start} removedCount={count} outside a list of {len(current)}")
+        if (
+            start < 0
+            or start > len(current)
+            or count < 0
+            or start + count > len(current)
+        ):
+            raise _fold_error(
+                event.seq,
+                f"coordinates start={start} removedCount={count} outside a list of {len(current)}",
+            )
         removed = current[start : start + count]
         removed_ids = {m.id for m in removed}
         for m in data.inserted:
             if m.id in self._ids and m.id not in removed_ids:
                 raise _fold_error(event.seq, f'message "{m.id}" is already pending')
-        self._lists[data.target] = current[:start] + data.inserted + current[start + count :]
+        self._lists[data.target] = (
+            current[:start] + data.inserted + current[start + count :]
+        )
         for m in removed:
             self._ids.discard(m.id)
         for m in data.inserted:
             self._ids.add(m.id)
-

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 
 __all__ = ["current_initiator", "initiator", "no_initiator", "require_initiator"]
 
-_initiator: contextvars.ContextVar[Agent | None] = contextvars.ContextVar("dsh_trio_initiator", default=None)
+_initiator: contextvars.ContextVar[Agent | None] = contextvars.ContextVar(
+    "dsh_trio_initiator", default=None
+)
 
 
 @contextmanager
@@ -55,5 +57,5 @@ def require_initiator() -> Agent:
     """Like :func:`current_initiator`, but raise :class:`NoInitiatorError` when there is none."""
     agent = _initiator.get()
     if agent is None:
-        raise NoInitiatorError()
+        raise NoInitiatorError
     return agent

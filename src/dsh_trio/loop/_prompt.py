@@ -51,7 +51,9 @@ class SystemPrompt:
         if persona:
             self._entries.append(_Entry("persona", persona, None))
 
-    def add_section(self, name: str, text: Section, *, scope: object | None = None) -> Callable[[], None]:
+    def add_section(
+        self, name: str, text: Section, *, scope: object | None = None
+    ) -> Callable[[], None]:
         """Add a section; returns an idempotent disposer that removes it."""
         entry = _Entry(name, text, scope)
         self._entries.append(entry)
@@ -89,7 +91,9 @@ def _node_text(message: SystemMessage) -> str | None:
 
 def _system_message(text: str) -> SystemMessage:
     content: tuple[ContentBlock, ...] = (TextBlock(text),) if text else ()
-    return SystemMessage(id=new_message_id(), content=content, source=PluginSource(SYSTEM_PROMPT_PLUGIN))
+    return SystemMessage(
+        id=new_message_id(), content=content, source=PluginSource(SYSTEM_PROMPT_PLUGIN)
+    )
 
 
 class SystemPromptProjection:
@@ -111,7 +115,9 @@ class SystemPromptProjection:
         session = self._session
         if session.replace_generation != self._generation:
             events = session.events
-            self._nodes = [s for s in session.surface if events[s].type == "system/message"]
+            self._nodes = [
+                s for s in session.surface if events[s].type == "system/message"
+            ]
             self._generation = session.replace_generation
             self._next_seq = session.next_seq
         elif session.next_seq != self._next_seq:
@@ -130,7 +136,9 @@ class SystemPromptProjection:
         if not nodes:
             session.append(
                 "system/message",
-                SystemMessageData(turn=turn, step=step, message=_system_message(rendered)),
+                SystemMessageData(
+                    turn=turn, step=step, message=_system_message(rendered)
+                ),
                 surface_op="append",
             )
             return
@@ -141,7 +149,9 @@ class SystemPromptProjection:
             if _node_text(data.message) != "":
                 session.append(
                     "system/message",
-                    SystemMessageData(turn=turn, step=step, message=_system_message("")),
+                    SystemMessageData(
+                        turn=turn, step=step, message=_system_message("")
+                    ),
                     surface_op=SurfaceReplace(seq, seq),
                     source_event_seqs=(seq,),
                 )
@@ -151,7 +161,9 @@ class SystemPromptProjection:
         if _node_text(data.message) != rendered:
             session.append(
                 "system/message",
-                SystemMessageData(turn=turn, step=step, message=_system_message(rendered)),
+                SystemMessageData(
+                    turn=turn, step=step, message=_system_message(rendered)
+                ),
                 surface_op=SurfaceReplace(head, head),
                 source_event_seqs=(head,),
             )

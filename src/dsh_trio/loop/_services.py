@@ -8,7 +8,18 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 import trio
 
-from .._values import JsonValue, TextBlock, ToolCallBlock, ToolCallData, ToolErrorInfo, ToolResultBlock, ToolResultData, ToolSource, UserMessage, new_message_id
+from .._values import (
+    JsonValue,
+    TextBlock,
+    ToolCallBlock,
+    ToolCallData,
+    ToolErrorInfo,
+    ToolResultBlock,
+    ToolResultData,
+    ToolSource,
+    UserMessage,
+    new_message_id,
+)
 
 if TYPE_CHECKING:
     from ..events import EventBus
@@ -28,7 +39,13 @@ class ToolExecutor(Protocol):
         ...
 
     async def execute(
-        self, agent: Agent, *, turn: int, step: int, calls: Sequence[ToolCallBlock], signal: CancelSignal
+        self,
+        agent: Agent,
+        *,
+        turn: int,
+        step: int,
+        calls: Sequence[ToolCallBlock],
+        signal: CancelSignal,
     ) -> bool:
         """Run ``calls`` (appending ``tool/call`` / ``tool/result``); True if one concluded the turn."""
         ...
@@ -41,12 +58,25 @@ class NoTools:
         return ()
 
     async def execute(
-        self, agent: Agent, *, turn: int, step: int, calls: Sequence[ToolCallBlock], signal: CancelSignal
+        self,
+        agent: Agent,
+        *,
+        turn: int,
+        step: int,
+        calls: Sequence[ToolCallBlock],
+        signal: CancelSignal,
     ) -> bool:
         session = agent.session
         for call in calls:
             ev = session.append(
-                "tool/call", ToolCallData(turn=turn, step=step, call_id=call.id, name=call.name, arguments=call.arguments)
+                "tool/call",
+                ToolCallData(
+                    turn=turn,
+                    step=step,
+                    call_id=call.id,
+                    name=call.name,
+                    arguments=call.arguments,
+                ),
             )
             text = f"Error: unknown tool {call.name!r}: no tools are registered"
             session.append(
@@ -56,7 +86,9 @@ class NoTools:
                     step=step,
                     message=UserMessage(
                         id=new_message_id(),
-                        content=(ToolResultBlock(call.id, (TextBlock(text),), is_error=True),),
+                        content=(
+                            ToolResultBlock(call.id, (TextBlock(text),), is_error=True),
+                        ),
                         source=ToolSource(call.id),
                     ),
                     error=ToolErrorInfo("UnknownToolError", "UNKNOWN_TOOL"),

@@ -8,25 +8,45 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import attrs
 import trio
 
-from .._values import AgentOptions, DisposedCancel, EndSeed, SessionEvent, SessionHeader, SessionId
-from ..errors import AgentDisposedError, DshError, InvalidSessionIdError, PersistenceNotConfiguredError
+from .._values import (
+    AgentOptions,
+    DisposedCancel,
+    EndSeed,
+    SessionEvent,
+    SessionHeader,
+    SessionId,
+)
+from ..errors import (
+    AgentDisposedError,
+    DshError,
+    InvalidSessionIdError,
+    PersistenceNotConfiguredError,
+)
 from ..events import AgentCreated, AgentDisposed, EventBus
 from ..llm import ModelAdapter, ModelRegistry, RetryPolicy, install_retry_listener
 from ..loop import Agent, AgentConfigError, AgentScope, CancelSignal, SystemPrompt
-from ..loop._services import AgentServices, NoTools, ToolExecutor
+from ..loop._services import AgentServices
 from ..session import Session
 from ..session._persistence import SessionPersistence, SessionWriter, load_session
 from ..session._recorder import SessionRecorder
+from ..tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
     from ..session._persistence import SessionPersistence as _Persistence
 
-__all__ = ["AgentExistsError", "AgentHandle", "AgentRegistry", "Runtime", "SessionStore", "open_runtime"]
+__all__ = [
+    "AgentExistsError",
+    "AgentHandle",
+    "AgentRegistry",
+    "Runtime",
+    "SessionStore",
+    "open_runtime",
+]
 
 logger = logging.getLogger("dsh_trio")
 
@@ -34,7 +54,9 @@ Setup = Callable[[AgentScope, Agent], Awaitable[Callable[[], object] | None]]
 CreationSource = Literal["startup", "resume"]
 
 
-_META_KEYS = frozenset({"cwd", "parent_session", "origin", "delegation_depth", "agent_preset"})
+_META_KEYS = frozenset(
+    {"cwd", "parent_session", "origin", "delegation_depth", "agent_preset"}
+)
 
 
 class AgentExistsError(DshError, ValueError):
@@ -108,9 +130,11 @@ class AgentHandle:
         if len(self._errors) == 1:
             raise self._errors[0]
         if self._errors:
-            raise ExceptionGroup(f'agent "{self._agent.id}" disposal failed', self._errors)
+            raise ExceptionGroup(
+                f'agent "{self._agent.id}" disposal failed', self._errors
+            )
 
-    async def __aenter__(self) -> AgentHandle:
+    async def __aenter__(self) -> Self:
         await trio.lowlevel.checkpoint()
         return self
 
@@ -144,7 +168,9 @@ class AgentHandle:
                     errors.append(exc)
             registry._remove(agent)
             if entry is not None and entry.announced:
-                registry._runtime.events.emit("agent/disposed", AgentDisposed(agent), scope=agent)
+                registry._runtime.events.emit(
+                    "agent/disposed", AgentDisposed(agent), scope=agent
+                )
             agent._finish_dispose()
             registry._runtime.sessions._remove(agent.session)
         self._errors = errors
@@ -171,7 +197,9 @@ class AgentRegistry:
 
     def roots(self) -> builtins.list[Agent]:
         """Published agents that have no owning parent."""
-        return [e.agent for e in self._entries.values() if e.announced and e.owner is None]
+        return [
+            e.agent for e in self._entries.values() if e.announced and e.owner is None
+        ]
 
     def is_owned_by(self, session_id: str, owner: Agent) -> bool:
         """Whether the live agent ``session_id`` was created with ``parent=owner``."""
@@ -240,20 +268,28 @@ class AgentRegistry:
         fields = dict(meta or {})
         unknown = set(fields) - _META_KEYS
         if unknown:
-            raise AgentConfigError(f"unknown meta keys {sorted(unknown)} (allowed: {sorted(_META_KEYS)})")
+            raise AgentConfigError(
+                f"unknown meta keys {sorted(unknown)} (allowed: {sorted(_META_KEYS)})"
+            )
         sid = session_id if session_id is not None else str(uuid.uuid4())
         raw_id: object = sid
         if not isinstance(raw_id, str) or not raw_id:
-            raise InvalidSessionIdError(f"a session id must be a non-empty string, got {sid!r}")
+            raise InvalidSessionIdError(
+                f"a session id must be a non-empty string, got {sid!r}"
+            )
         header = SessionHeader(
             id=SessionId(sid),
             created_at=time.time_ns() // 1_000_000,
             is_seeded=seed is not None,
             **fields,
         )
-        session = Session.create(sid, header=header, seed=seed, inherited=inherited_event_count is not None)
+        session = Session.create(
+            sid, header=header, seed=seed, inherited=inherited_event_count is not None
+        )
         self._check_free(session.id, parent)
-        return await self._publish(session, None, options or AgentOptions(), parent, setup, "startup")
+        return await self._publish(
+            session, None, options or AgentOptions(), parent, setup, "startup"
+        )
 
     async def resume(
         self,
@@ -277,10 +313,14 @@ class AgentRegistry:
             )
         self._check_free(SessionId(session_id), parent)
         session, writer = await load_session(persistence, session_id)
-        return await self._publish(session, writer, options or AgentOptions(), parent, setup, "resume")
+        return await self._publish(
+            session, writer, options or AgentOptions(), parent, setup, "resume"
+        )
 
     @asynccontextmanager
-    async def open(self, session_id: str | None = None, **kwargs: Any) -> AsyncIterator[Agent]:
+    async def open(
+        self, session_id: str | None = None, **kwargs: Any
+    ) -> AsyncIterator[Agent]:
         """``create(...)`` as an async context manager that disposes the agent on exit."""
         handle = await self.create(session_id, **kwargs)
         try:
@@ -289,7 +329,9 @@ class AgentRegistry:
             await handle.dispose()
 
     @asynccontextmanager
-    async def open_resumed(self, session_id: str, **kwargs: Any) -> AsyncIterator[Agent]:
+    async def open_resumed(
+        self, session_id: str, **kwargs: Any
+    ) -> AsyncIterator[Agent]:
         """``resume(...)`` as an async context manager that disposes the agent on exit."""
         handle = await self.resume(session_id, **kwargs)
         try:
@@ -301,7 +343,9 @@ class AgentRegistry:
         if session_id in self._entries:
             raise AgentExistsError(f'agent "{session_id}" is already live')
         if parent is not None and (parent.disposed or self._entry_of(parent) is None):
-            raise AgentDisposedError(f'parent agent "{parent.id}" is not live in this runtime')
+            raise AgentDisposedError(
+                f'parent agent "{parent.id}" is not live in this runtime'
+            )
 
     async def _publish(
         self,
@@ -327,12 +371,16 @@ class AgentRegistry:
                     if commit is not None:
                         commit()
                 if persistence is not None:
-                    entry.recorder = await _start_recording(persistence, session, writer, runtime._spawn)
+                    entry.recorder = await _start_recording(
+                        persistence, session, writer, runtime._spawn
+                    )
                 if source == "resume":
                     session.append("session/end-seed", EndSeed())
                 runtime.sessions._add(session)
                 entry.announced = True
-                await runtime.events.serial("agent/created", AgentCreated(agent, source, signal), scope=agent)
+                await runtime.events.serial(
+                    "agent/created", AgentCreated(agent, source, signal), scope=agent
+                )
             except BaseException:
                 # Queued input must not start a turn on an agent that is being rolled back.
                 agent.cancel(DisposedCancel(), keep_inbox=True)
@@ -350,12 +398,16 @@ class AgentRegistry:
             try:
                 await handle.dispose()
             except Exception as exc:
-                logger.warning("agent %s: rollback after failed creation also failed: %r", session.id, exc)
+                logger.warning(
+                    "agent %s: rollback after failed creation also failed: %r",
+                    session.id,
+                    exc,
+                )
             raise
         return handle
 
 
-async def _start_recording(
+async def _start_recording(  # private; a resumed writer may have nothing left to write
     persistence: _Persistence,
     session: Session,
     writer: SessionWriter | None,
@@ -366,7 +418,9 @@ async def _start_recording(
     while writer.durable_seq < session.next_seq:
         await writer.append(session.events[writer.durable_seq :], sync=True)
     # No checkpoint between the check above and subscribing: nothing can slip past.
-    return SessionRecorder(session, writer, durability=persistence.durability, spawn=spawn)
+    return SessionRecorder(  # noqa: ASYNC910
+        session, writer, durability=persistence.durability, spawn=spawn
+    )
 
 
 class Runtime:
@@ -381,7 +435,7 @@ class Runtime:
         *,
         persistence: SessionPersistence | None,
         system_prompt: str | None,
-        tools: ToolExecutor | None,
+        tools: ToolRegistry,
         max_parallel_tool_calls: int,
     ) -> None:
         self._nursery = nursery
@@ -392,25 +446,36 @@ class Runtime:
         self.prompt = SystemPrompt(system_prompt)
         self.sessions = SessionStore()
         self.max_parallel_tool_calls = max_parallel_tool_calls
-        self.tools: ToolExecutor = tools if tools is not None else NoTools()
+        self.tools = tools
         self._services = AgentServices(
-            bus=self.events, models=self.models, prompt=self.prompt, spawn=self._spawn, tools=self.tools
+            bus=self.events,
+            models=self.models,
+            prompt=self.prompt,
+            spawn=self._spawn,
+            tools=self.tools,
         )
 
     def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
         self._nursery.start_soon(fn, *args)
 
     async def _aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
         errors: list[Exception] = []
 
-        async def dispose(handle: AgentHandle) -> None:
+        async def dispose(  # noqa: ASYNC910
+            handle: AgentHandle,
+        ) -> None:  # dispose() always waits on an event
             try:
                 await handle.dispose()
             except Exception as exc:
                 errors.append(exc)
 
         while self.agents._entries:
-            roots = [e.handle for e in self.agents._entries.values() if e.owner is None or e.owner.disposed]
+            roots = [
+                e.handle
+                for e in self.agents._entries.values()
+                if e.owner is None or e.owner.disposed
+            ]
             if not roots:  # pragma: no cover - every live chain has a root
                 roots = [e.handle for e in self.agents._entries.values()]
             async with trio.open_nursery() as nursery:
@@ -424,7 +489,7 @@ class Runtime:
 async def open_runtime(
     *,
     models: Mapping[str, ModelAdapter] | None = None,
-    tools: Sequence[object] = (),
+    tools: Sequence[Tool] = (),
     persistence: SessionPersistence | None = None,
     system_prompt: str | None = None,
     max_parallel_tool_calls: int = 10,
@@ -450,7 +515,9 @@ async def open_runtime(
     """
     raw: object = max_parallel_tool_calls
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-        raise ValueError(f"max_parallel_tool_calls must be a positive int, got {max_parallel_tool_calls!r}")
+        raise ValueError(
+            f"max_parallel_tool_calls must be a positive int, got {max_parallel_tool_calls!r}"
+        )
     executor = _make_tool_executor(tools, max_parallel_tool_calls)
     async with trio.open_nursery() as nursery:
         runtime = Runtime(
@@ -470,11 +537,7 @@ async def open_runtime(
                 await runtime._aclose()
 
 
-def _make_tool_executor(tools: Sequence[object], max_parallel: int) -> ToolExecutor | None:
-    try:
-        from ..tools import ToolRegistry
-    except ImportError:  # TEMP
-        return None
+def _make_tool_executor(tools: Sequence[Tool], max_parallel: int) -> ToolRegistry:
     registry = ToolRegistry(max_parallel_tool_calls=max_parallel)
     for t in tools:
         registry.register(t)

@@ -13,6 +13,7 @@ The checkers are generated once per class from the type annotations in
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 import types
 import typing
@@ -271,6 +272,10 @@ def _tuple(args: tuple[object, ...]) -> Check:
     if len(args) != 2 or args[1] is not Ellipsis:
         raise TypeError(f"only homogeneous tuples are supported, got {args!r}")
     item_type = args[0]
+    if item_type is int:
+        return _int_tuple
+    if item_type is str:
+        return _str_tuple
     item: Check | None = None
 
     def check(value: object) -> None:
@@ -286,6 +291,32 @@ def _tuple(args: tuple[object, ...]) -> Check:
                 raise exc.at(f"[{i}]") from None
 
     return check
+
+
+def _int_tuple(value: object) -> None:
+    if value.__class__ is not tuple:
+        raise DataShapeError(f"must be a tuple, got {_tname(value)}")
+    items: tuple[Any, ...] = value
+    if not all(v.__class__ is int for v in items) or (
+        items and (min(items) < -MAX_SAFE or max(items) > MAX_SAFE)
+    ):
+        for i, v in enumerate(items):
+            try:
+                _check_int(v)
+            except DataShapeError as exc:
+                raise exc.at(f"[{i}]") from None
+
+
+def _str_tuple(value: object) -> None:
+    if value.__class__ is not tuple:
+        raise DataShapeError(f"must be a tuple, got {_tname(value)}")
+    items: tuple[Any, ...] = value
+    if not all(v.__class__ is str and v.isascii() for v in items):
+        for i, v in enumerate(items):
+            try:
+                _check_str(v)
+            except DataShapeError as exc:
+                raise exc.at(f"[{i}]") from None
 
 
 def _union(args: tuple[object, ...]) -> Check:
@@ -481,12 +512,10 @@ def _adapter_defaults(value: AdapterDefaults) -> None:
 
 def run_times_ok(time0: int, dt: tuple[int, ...]) -> int | None:
     """Return the index of the first member whose time leaves the safe range, or None."""
-    t = time0
-    for k, gap in enumerate(dt, 1):
-        t += gap
-        if not -MAX_SAFE <= t <= MAX_SAFE:
-            return k
-    return None
+    times = list(itertools.accumulate(dt, initial=time0))
+    if min(times) >= -MAX_SAFE and max(times) <= MAX_SAFE:
+        return None
+    return next(k for k, t in enumerate(times) if not -MAX_SAFE <= t <= MAX_SAFE)
 
 
 def _run(

@@ -127,12 +127,12 @@ def check_json(value: object, where: str = "value") -> JsonValue:
 
 
 def _check(value: object, path: str, active: set[int]) -> JsonValue:
-    if type(value) is str:
-        if not _encodable(cast(str, value)):
+    if isinstance(value, str) and type(value) is str:
+        if not _encodable(value):
             raise TypeError(
                 f"{path} contains a lone surrogate, which UTF-8 cannot encode"
             )
-        return cast(str, value)
+        return value
     if value is None or value is True or value is False:
         return cast(JsonValue, value)
     tp = type(value)

@@ -288,7 +288,8 @@ def _scan_log(data: bytes, path: str, session_id: str | None) -> _Scan:
                 damage = (expected, line_no, str(exc))
                 if isinstance(obj, dict) and obj.get("type") == "turn/end":
                     _refuse_damage(path, damage, line_no)
-        elif b"turn/end" in line:
+        else:
+            # Parse what can be parsed: damaged logs are rare, so no shortcut here.
             try:
                 obj = _parse(line)
             except (ValueError, RecursionError):
@@ -458,13 +459,15 @@ class JsonlPersistence:
         anywhere under the root. Cancelling releases the claim.
 
         Raises:
-            InvalidSessionIdError: the id is empty, not a string, or too long.
+            InvalidSessionIdError: the id is empty, not a string, or too long, or
+                the header holds a lone surrogate (not encodable as UTF-8).
             SessionFormatError: ``header.version`` is not 3.
             SessionExistsError: a log with this id is already stored.
             SessionLockedError: another writer in this process holds the id.
         """
         session_dir = self._session_dir_for(header)
-        encode_header(header)  # refuse an unwritable header now, not at the first append
+        # Refuse an unwritable header now rather than at the first append.
+        encode_header(header)
         if header.version != FORMAT_VERSION:
             raise SessionFormatError(
                 f"cannot write format version {header.version}; this library writes "
@@ -556,14 +559,8 @@ class JsonlPersistence:
             return cached
         encoded = encode_session_id(session_id)
         found: list[str] = []
-        try:
-            entries = list(os.scandir(self._root))
-        except FileNotFoundError:
-            return None
-        for entry in entries:
-            if not entry.is_dir():
-                continue
-            candidate = os.path.join(entry.path, encoded)
+        for project in _subdirs(self._root):
+            candidate = os.path.join(project, encoded)
             if os.path.isfile(os.path.join(candidate, LOG_FILE_NAME)):
                 found.append(candidate)
         if not found:
@@ -602,27 +599,33 @@ class JsonlPersistence:
 
     def _list_sync(self) -> builtins.list[SessionHeader]:
         headers: builtins.list[SessionHeader] = []
-        try:
-            projects = [e for e in os.scandir(self._root) if e.is_dir()]
-        except FileNotFoundError:
-            return headers
-        for project in projects:
-            for entry in os.scandir(project.path):
-                path = os.path.join(entry.path, LOG_FILE_NAME)
-                header = _read_header(path)
-                if header is None or encode_session_id(header.id) != entry.name:
+        for project in _subdirs(self._root):
+            for session_dir in _subdirs(project):
+                header = _read_header(os.path.join(session_dir, LOG_FILE_NAME))
+                if header is None:
                     continue
+                if encode_session_id(header.id) != os.path.basename(session_dir):
+                    continue  # not where this id belongs: not ours to list
                 headers.append(header)
-                self._dirs.setdefault(header.id, entry.path)
+                self._dirs.setdefault(header.id, session_dir)
         headers.sort(key=lambda h: (h.created_at, h.id))
         return headers
+
+
+def _subdirs(path: str) -> builtins.list[str]:
+    """The directories directly inside ``path`` (none if it does not exist)."""
+    try:
+        with os.scandir(path) as entries:
+            return [e.path for e in entries if e.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _read_header(path: str) -> SessionHeader | None:
     try:
         with open(path, "rb") as f:
             line = f.readline()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+    except OSError:
         return None
     if not line.endswith(b"\n"):
         return None
@@ -754,13 +757,43 @@ class _JsonlWriter:
     def _materialise(self, batch: bytes, count: int) -> None:
         data = encode_header(self._header) + batch
         session_dir = self._session_dir
-        project_dir = os.path.dirname(session_dir)
         created_root = not os.path.isdir(self._owner.root)
         os.makedirs(session_dir, exist_ok=True)
-        if self._lock_fd is None:
+        locked_here = self._lock_fd is None
+        if locked_here:
             self._lock_fd = _acquire_lock(session_dir, self._header.id)
+        try:
+            self._link_new_log(data)
+        except BaseException:
+            if locked_here and self._lock_fd is not None:
+                # Do not keep someone else's session locked over a failed create.
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            raise
+        try:
+            _sync_dir(session_dir)
+            _sync_dir(os.path.dirname(session_dir))
+            _sync_dir(self._owner.root)
+            if created_root:
+                _sync_dir(os.path.dirname(self._owner.root))
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except BaseException:
+            # Keep the promise that a failed append leaves nothing behind.
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            raise
+        self._materialised = True
+        self._size = len(data)
+        self._durable_seq += count
+        self._unsynced = False
+        self._owner._dirs[self._header.id] = session_dir
+
+    def _link_new_log(self, data: bytes) -> None:
+        """Write ``data`` to a temporary file, fsync it, link it to the log path."""
         path = self.path
-        tmp = os.path.join(session_dir, f".{LOG_FILE_NAME}.{uuid.uuid4().hex}.tmp")
+        tmp = os.path.join(
+            self._session_dir, f".{LOG_FILE_NAME}.{uuid.uuid4().hex}.tmp"
+        )
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             try:
@@ -769,28 +802,12 @@ class _JsonlWriter:
             finally:
                 os.close(fd)
             try:
-                os.link(tmp, path)
+                os.link(tmp, path)  # fails if the path exists: never replaces a log
             except FileExistsError:
                 raise SessionExistsError(self._header.id, path) from None
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        try:
-            _sync_dir(session_dir)
-            _sync_dir(project_dir)
-            _sync_dir(self._owner.root)
-            if created_root:
-                _sync_dir(os.path.dirname(self._owner.root))
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        except BaseException:
-            # Keep the promise that a failed append leaves nothing behind.
-            os.unlink(path)
-            raise
-        self._materialised = True
-        self._size = len(data)
-        self._durable_seq += count
-        self._unsynced = False
-        self._owner._dirs[self._header.id] = session_dir
 
     def _close_sync(self) -> None:
         fd, lock_fd = self._fd, self._lock_fd

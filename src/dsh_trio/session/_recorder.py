@@ -82,6 +82,7 @@ class SessionRecorder:
         """The writer the recorder writes through."""
         return self._writer
 
+    @trio.lowlevel.enable_ki_protection
     def _on_event(self, event: SessionEvent) -> None:
         self._pending.append(event)
         if not self._task_running:
@@ -104,7 +105,9 @@ class SessionRecorder:
                         self._task_running = False
                         return
                     await self._write_pending(flushing=False)
-                except Exception as exc:  # noqa: BLE001 -- kept for flush(); a background write must not crash the owner's nursery
+                except Exception as exc:
+                    # Kept for flush(): a background write must not crash the
+                    # owner's nursery.
                     self._error = exc
                     self._task_running = False
                     return

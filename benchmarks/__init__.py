@@ -1,0 +1,32 @@
+"""The dsh_trio benchmark suite.
+
+Run it from the project root::
+
+    python -m benchmarks                 # full run (a few minutes), writes benchmarks/results.json
+    python -m benchmarks --quick         # smoke-sized run (seconds), writes results-quick.json
+    python -m benchmarks --only W1,W4    # some workloads only
+    python -m benchmarks --json out.json # write the JSON elsewhere
+
+Workloads (see each module's docstring):
+
+- **W1** (``w1_turns``): 1,000 sequential single-step turns of one agent, a
+  20-delta scripted text reply, next to a bare-trio floor measured in the same run.
+- **W1-growth** (``w1_growth``): µs/turn of turns 1–100, 901–1,000 and
+  9,901–10,000 of one agent.
+- **W2** (``w2_tools``): one tool call then a final answer per turn (runs once tools
+  are available).
+- **W3** (``w3_concurrent``): 100 agents at once, 10 follow-up turns each.
+- **W4** (``w4_memory``): tracemalloc and RSS bytes per idle agent, 1,000 idle agents,
+  and the trio tasks they hold.
+- **W5** (``w5_cancel``): cancel → ``when_idle()`` latency with a stream hung after
+  5 chunks, median of 200 trials.
+- **P1** (``p1_jsonl``): JSONL append throughput per durability, load+resume of a
+  100,000-event session (``jsonl_append.main``).
+- **S1** (``s1_derive``): ``Session.append`` / ``derive_messages()`` cost as the log
+  grows (``derive_messages.main``).
+- **Peers** (``peers``): the W1 and W4 workloads on pydantic-ai and openai-agents
+  when installed (``pip install -e '.[bench]'``), as ratios to dsh_trio.
+
+CPU time (``time.process_time_ns``) is the primary figure; wall time is shown too.
+Each figure is the median of 5 repetitions (``--reps``), with the min–max range.
+"""

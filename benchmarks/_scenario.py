@@ -1,0 +1,93 @@
+"""What the dsh_trio workloads share: the scripted reply, the runtime, task counting."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+
+import trio
+
+import dsh_trio as dsh
+from dsh_trio.testing import Script, ScriptedModel, reply
+
+__all__ = [
+    "OPTIONS",
+    "PROVIDER",
+    "REPLY_CHUNKS",
+    "REPLY_TEXT",
+    "bench_runtime",
+    "count_tasks",
+    "reply_chunks",
+    "rss_bytes",
+    "scripted_reply",
+]
+
+PROVIDER = "scripted"
+OPTIONS = dsh.AgentOptions(provider=PROVIDER, model="bench")
+#: The W1 reply: 100 characters streamed as 20 text deltas (24 chunks with the
+#: block start/end, usage and finish chunks).
+REPLY_TEXT = "x" * 100
+REPLY_CHUNKS = 20
+
+
+def scripted_reply() -> Script:
+    """The scripted 20-chunk text reply every turn-based workload streams."""
+    return reply(REPLY_TEXT, chunks=REPLY_CHUNKS)
+
+
+def reply_chunks() -> tuple[dsh.StreamChunk, ...]:
+    """The exact chunk objects :func:`scripted_reply` streams (read through the model)."""
+
+    async def collect() -> tuple[dsh.StreamChunk, ...]:
+        model = ScriptedModel(scripted_reply())
+        request = dsh.ModelRequest(
+            provider=PROVIDER,
+            model="bench",
+            messages=(),
+            session_id=dsh.SessionId("floor"),
+        )
+        async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
+            return tuple([chunk async for chunk in stream])
+
+    return trio.run(collect)
+
+
+@asynccontextmanager
+async def bench_runtime(model: ScriptedModel) -> AsyncIterator[dsh.Runtime]:
+    """A runtime with ``model`` registered as the ``scripted`` provider, no persistence."""
+    async with dsh.open_runtime(models={PROVIDER: model}) as runtime:
+        yield runtime
+
+
+def count_tasks() -> int:
+    """How many trio tasks exist in the current run (the root task included)."""
+    stack = [trio.lowlevel.current_root_task()]
+    count = 0
+    while stack:
+        task = stack.pop()
+        count += 1
+        for nursery in task.child_nurseries:
+            stack.extend(nursery.child_tasks)
+    return count
+
+
+def rss_bytes() -> int:
+    """The resident set size of this process (Linux ``/proc/self/statm``; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            resident_pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+async def floor_stream(
+    chunks: tuple[dsh.StreamChunk, ...],
+) -> AsyncGenerator[dsh.StreamChunk, None]:
+    """The bare-trio stand-in for a model stream: a checkpoint before every chunk."""
+    checkpoint = trio.lowlevel.checkpoint
+    for chunk in chunks:
+        await checkpoint()
+        yield chunk
+    await checkpoint()

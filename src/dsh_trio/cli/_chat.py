@@ -1,0 +1,538 @@
+"""``dsh-trio chat``: an interactive terminal agent on trio.
+
+Lines typed while the agent is idle start a turn (``followup``); lines typed while a
+turn runs steer it (``steer``). Replies stream live from ``agent/assistant-stream``
+frames. Ctrl-C cancels a running turn with :class:`UserCancel` and keeps the
+session; Ctrl-C when idle, Ctrl-D (end of input) or ``/exit`` end the chat.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import os
+import signal
+from typing import Final, Protocol, TextIO
+
+import attrs
+import trio
+
+from .._values import (
+    Aborted,
+    AgentOptions,
+    AgentStatus,
+    BlockEnd,
+    Completed,
+    Errored,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallBlock,
+    TurnEnd,
+    TurnEndReason,
+    UserCancel,
+    user_message,
+)
+from ..errors import (
+    InvalidSessionIdError,
+    SessionCorruptError,
+    SessionFormatError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
+from ..events import (
+    AgentStatusChanged,
+    AssistantStream,
+    SessionEventAppended,
+    StreamChunkFrame,
+    StreamEndFrame,
+    StreamStartFrame,
+)
+from ..loop import Agent
+from ..nursery import open_runtime
+from ..session import JsonlPersistence
+from ._config import ModelChoice
+from ._transcript import describe_reason
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "ChatApp",
+    "LineReader",
+    "LineSource",
+    "run_chat",
+    "watch_interrupts",
+]
+
+#: The persona the chat gives a model unless ``--system`` says otherwise.
+DEFAULT_SYSTEM_PROMPT: Final = (
+    "You are a helpful assistant in a terminal chat. Answer clearly and concisely."
+)
+
+_PROMPT: Final = "> "
+_DIM: Final = "\x1b[2m"
+_RESET: Final = "\x1b[0m"
+_READ_SIZE: Final = 65536
+
+_HELP: Final = """\
+Commands:
+  /help      show this help
+  /session   print the session id and its log file
+  /exit      leave the chat (also Ctrl-D, or Ctrl-C while no reply is running)
+
+Typing while a reply is streaming steers it: the line joins the running turn at its
+next step. Ctrl-C while a reply is streaming cancels that turn; the session goes on.
+Start a line with // to send a message that begins with /.
+
+Model: {label}.
+Connect a real model with --provider deepseek --model deepseek-chat (reads
+DEEPSEEK_API_KEY), or --base-url URL --model NAME for any OpenAI-compatible server
+(--api-key-env VAR names the variable holding its key)."""
+
+
+class LineSource(Protocol):
+    """Where a chat's input lines come from."""
+
+    async def readline(self) -> str | None:
+        """The next line, or ``None`` at the end of input."""
+        ...
+
+
+class LineReader:
+    """Reads lines from a text stream on a worker thread, so the trio loop never blocks.
+
+    A stream with a file descriptor is read with ``os.read`` (an abandoned read holds no
+    lock of the ``sys.stdin`` object, so the process can always exit); any other stream
+    with its own ``readline``.
+
+    Args:
+        stream: where the lines come from (``sys.stdin``, an ``io.StringIO``, ...).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._fd: int | None
+        try:
+            self._fd = stream.fileno()
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            self._fd = None
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._buffer = ""
+        self._eof = False
+
+    async def readline(self) -> str | None:
+        """The next line (with its newline, if it had one), or ``None`` at end of input.
+
+        Blocks on a worker thread until a line is complete. Cancellation abandons the
+        read at once; input that arrives afterwards is lost.
+        """
+        if self._fd is None:
+            line = await trio.to_thread.run_sync(
+                self._stream.readline, abandon_on_cancel=True
+            )
+            return line or None
+        fd = self._fd
+        while "\n" not in self._buffer and not self._eof:
+            data = await trio.to_thread.run_sync(
+                os.read, fd, _READ_SIZE, abandon_on_cancel=True
+            )
+            self._eof = not data
+            self._buffer += self._decoder.decode(data, final=self._eof)
+        await trio.lowlevel.checkpoint()
+        if not self._buffer:
+            return None
+        line, newline, rest = self._buffer.partition("\n")
+        self._buffer = rest
+        return line + newline
+
+
+@attrs.define(eq=False)
+class ChatApp:
+    """One terminal chat on one agent: lines in, streamed replies and notices out.
+
+    Assistant text (and command output) goes to ``out``; notices (turn outcomes,
+    retries, errors) go to ``err``. Call :meth:`install` once, then await :meth:`run`
+    with a line source; :meth:`interrupt` is what Ctrl-C does.
+
+    Args:
+        agent: the agent to chat with.
+        out: where replies are written.
+        err: where notices are written.
+        log_path: the session's log file (for ``/session``).
+        label: how the model is described in ``/help``.
+        interactive: print prompts and dim reasoning (a terminal on both ends).
+        sequential: finish each turn before reading the next line (piped input),
+            instead of steering the running turn with it.
+    """
+
+    _agent: Agent
+    _out: TextIO
+    _err: TextIO
+    _log_path: str | None = None
+    _label: str = "the configured model"
+    _interactive: bool = False
+    _sequential: bool = False
+    _exit_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
+    _exit_requested: bool = attrs.field(default=False, init=False)
+    _closing: bool = attrs.field(default=False, init=False)
+    _prompt_shown: bool = attrs.field(default=False, init=False)
+    _line_open: bool = attrs.field(default=False, init=False)
+    _dim: bool = attrs.field(default=False, init=False)
+    _last_reason: TurnEndReason | None = attrs.field(default=None, init=False)
+    _attempt: tuple[str, int] | None = attrs.field(default=None, init=False)
+    _printed: tuple[str, int] | None = attrs.field(default=None, init=False)
+
+    @property
+    def agent(self) -> Agent:
+        """The agent this chat talks to."""
+        return self._agent
+
+    @property
+    def exit_requested(self) -> bool:
+        """Whether ``/exit`` or an idle Ctrl-C asked the chat to end."""
+        return self._exit_requested
+
+    @property
+    def last_reason(self) -> TurnEndReason | None:
+        """How the last turn of this chat ended (``None`` before the first)."""
+        return self._last_reason
+
+    def install(self) -> None:
+        """Register the chat's listeners on the agent's scope (removed when it is disposed)."""
+        scope = self._agent.scope
+        scope.on("agent/assistant-stream", self._on_frame)
+        scope.on("session/event", self._on_session_event)
+        scope.on("agent/status", self._on_status)
+
+    # ------------------------------------------------------------------ input
+
+    def submit(self, line: str) -> bool:
+        """Handle one input line; returns ``False`` when the chat should end.
+
+        A ``/command`` runs at once. Other text starts a turn when the agent is idle
+        (``followup``) or steers the running turn (``steer``). Never blocks.
+        """
+        if self._interactive:
+            # The Enter the user typed ended the line the prompt or a reply was on.
+            self._line_open = self._prompt_shown = False
+        text = line.rstrip("\r\n")
+        stripped = text.strip()
+        if not stripped:
+            self._prompt_if_idle()
+            return True
+        if stripped.startswith("/") and not stripped.startswith("//"):
+            return self._command(stripped)
+        if stripped.startswith("//"):
+            text = text.lstrip()[1:]
+        message = user_message(text)
+        if self._agent.status is AgentStatus.RUNNING:
+            self._agent.steer(message)
+            self._notice("[steering: the line joins the running turn at its next step]")
+        else:
+            self._agent.followup(message)
+        return True
+
+    def interrupt(self) -> bool:
+        """What Ctrl-C does: cancel the running turn, or end the chat when idle.
+
+        A running turn is cancelled with ``UserCancel()`` (it ends ``Aborted``; the
+        session and the chat go on) and ``True`` is returned. When idle, the chat is
+        asked to exit and ``False`` is returned. Never blocks.
+        """
+        if self._agent.status is AgentStatus.RUNNING:
+            self._agent.cancel(UserCancel())
+            return True
+        self.request_exit()
+        return False
+
+    def request_exit(self) -> None:
+        """Stop reading input: :meth:`run` returns once the agent is idle. Never blocks."""
+        self._exit_requested = True
+        self._close_input()
+        self._exit_scope.cancel(reason="the chat was asked to exit")
+
+    def _close_input(self) -> None:
+        self._closing = True
+        if self._prompt_shown:
+            self._out.write(
+                "\n"
+            )  # leave the prompt line (the terminal echoed ^C or ^D)
+            self._out.flush()
+            self._prompt_shown = False
+
+    async def run(self, reader: LineSource) -> None:
+        """Read and handle lines until end of input, ``/exit`` or :meth:`request_exit`.
+
+        Blocks while it reads and, at the end, until the running turn (if any) has
+        finished, so a reply to the last line is complete when this returns. In
+        ``sequential`` mode each turn finishes before the next line is read.
+        """
+        self._prompt_if_idle()
+        with self._exit_scope:
+            while True:
+                line = await reader.readline()
+                if line is None:
+                    self._close_input()
+                    break
+                if not self.submit(line):
+                    self._exit_requested = True
+                    self._close_input()
+                    if self._agent.status is AgentStatus.RUNNING:
+                        self._agent.cancel(UserCancel())
+                    break
+                if self._sequential:
+                    await self._agent.when_idle()
+        await self._agent.when_idle()
+        self._end_line()
+
+    def _command(self, command: str) -> bool:
+        name = command.split()[0].lower()
+        if name in ("/exit", "/quit"):
+            return False
+        if name == "/help":
+            self._say(_HELP.format(label=self._label))
+        elif name == "/session":
+            self._say(
+                f"session {self._agent.id}\nlog     {self._log_path or '(not stored)'}"
+            )
+        else:
+            self._notice(
+                f"unknown command {name}; /help lists the commands (// sends a line starting with /)"
+            )
+        self._prompt_if_idle()
+        return True
+
+    # ------------------------------------------------------------------ output
+
+    def _write(self, text: str, *, dim: bool = False) -> None:
+        want_dim = dim and self._interactive
+        if want_dim != self._dim:
+            self._out.write(_DIM if want_dim else _RESET)
+            self._dim = want_dim
+        self._out.write(text)
+        if text:
+            self._line_open = not text.endswith("\n")
+        self._out.flush()
+
+    def _end_line(self) -> None:
+        if self._dim:
+            self._out.write(_RESET)
+            self._dim = False
+        if self._line_open:
+            self._out.write("\n")
+            self._line_open = False
+        self._out.flush()
+
+    def _say(self, text: str) -> None:
+        self._end_line()
+        self._out.write(text + "\n")
+        self._out.flush()
+
+    def _notice(self, text: str) -> None:
+        self._end_line()
+        self._err.write(text + "\n")
+        self._err.flush()
+
+    def _prompt_if_idle(self) -> None:
+        if (
+            self._interactive
+            and not self._closing
+            and self._agent.status is AgentStatus.IDLE
+        ):
+            self._end_line()
+            self._out.write(_PROMPT)
+            self._out.flush()
+            self._prompt_shown = True
+
+    # ------------------------------------------------------------------ listeners
+
+    def _on_frame(self, payload: AssistantStream) -> None:
+        frame = payload.frame
+        if isinstance(frame, StreamChunkFrame):
+            chunk = frame.chunk
+            if isinstance(chunk, TextDelta):
+                if self._dim:
+                    self._end_line()
+                self._separate_replies()
+                self._write(chunk.text)
+            elif isinstance(chunk, ReasoningDelta):
+                if self._interactive:
+                    self._write(chunk.text, dim=True)
+            elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallBlock):
+                self._notice(f"[tool call {chunk.block.name}({chunk.block.arguments})]")
+        elif isinstance(frame, StreamStartFrame):
+            self._attempt = (frame.attempt_id, frame.turn)
+        elif isinstance(frame, StreamEndFrame):
+            self._end_line()
+
+    def _separate_replies(self) -> None:
+        # A blank line tells one reply from the next: between the steps of a turn
+        # (steering), and between turns when no prompt separates them.
+        previous, current = self._printed, self._attempt
+        if current is None or previous == current:
+            return
+        if previous is not None and (
+            not self._interactive or previous[1] == current[1]
+        ):
+            self._end_line()
+            self._out.write("\n")
+        self._printed = current
+
+    def _on_session_event(self, payload: SessionEventAppended) -> None:
+        event = payload.event
+        data = event.data
+        if isinstance(data, TurnEnd):
+            self._last_reason = data.reason
+            self._report_turn_end(data.reason)
+        elif event.type == "llm/retry" and isinstance(data, dict):
+            failure = data.get("failure")
+            message, code = (
+                (failure.get("message"), failure.get("code"))
+                if isinstance(failure, dict)
+                else (None, None)
+            )
+            delay = data.get("delayMs")
+            wait = (
+                f"{delay / 1000:.1f} s"
+                if isinstance(delay, (int, float))
+                else "a moment"
+            )
+            retry = f"{data.get('retry')}/{data.get('maxRetries')}"
+            self._notice(
+                f"[request failed: {message} [{code}]; retry {retry} in {wait}]"
+            )
+
+    def _report_turn_end(self, reason: TurnEndReason) -> None:
+        if isinstance(reason, Completed):
+            return
+        if isinstance(reason, Aborted) and isinstance(reason.reason, UserCancel):
+            self._notice("[cancelled]")
+        elif isinstance(reason, Errored):
+            self._notice(f"error: {reason.error.message} [{reason.error.code}]")
+        else:
+            self._notice(f"[turn {describe_reason(reason)}]")
+
+    def _on_status(self, payload: AgentStatusChanged) -> None:
+        if payload.status is AgentStatus.IDLE:
+            self._prompt_if_idle()
+
+
+async def watch_interrupts(  # noqa: ASYNC114  # started with nursery.start only here
+    app: ChatApp, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Turn SIGINT (Ctrl-C) into :meth:`ChatApp.interrupt` calls until cancelled.
+
+    Must run in the main thread (signal handlers live there). While it runs, Ctrl-C
+    raises no ``KeyboardInterrupt``.
+    """
+    with trio.open_signal_receiver(signal.SIGINT) as received:
+        task_status.started()
+        async for _ in received:
+            app.interrupt()
+
+
+async def run_chat(
+    choice: ModelChoice,
+    *,
+    session_dir: str,
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    resume: str | None = None,
+    system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    interactive: bool = False,
+    sequential: bool = True,
+    handle_signals: bool = False,
+    resume_hint: str = "",
+) -> int:
+    """Run one chat session to its end; returns the process exit status.
+
+    Opens a runtime with ``choice`` and a :class:`JsonlPersistence` under
+    ``session_dir``, creates (or resumes) the agent, and runs a :class:`ChatApp` on
+    it. The session id is printed to ``stderr`` at the start and at the end (with the
+    command that resumes it). Blocks until the chat ends; the session is durable when
+    this returns.
+
+    Returns:
+        ``0``; ``1`` when the session cannot be resumed or the last turn failed.
+    """
+    persistence = JsonlPersistence(session_dir)
+    options = AgentOptions(provider=choice.provider, model=choice.model)
+    async with contextlib.AsyncExitStack() as stack:
+        aclose = getattr(choice.adapter, "aclose", None)
+        if aclose is not None:
+            stack.push_async_callback(aclose)
+        runtime = await stack.enter_async_context(
+            open_runtime(
+                models={choice.provider: choice.adapter},
+                persistence=persistence,
+                system_prompt=system_prompt,
+            )
+        )
+        try:
+            if resume is not None:
+                handle = await runtime.agents.resume(resume, options=options)
+            else:
+                handle = await runtime.agents.create(
+                    options=options, meta={"cwd": _cwd()}
+                )
+        except (
+            SessionNotFoundError,
+            SessionLockedError,
+            SessionCorruptError,
+            SessionFormatError,
+            InvalidSessionIdError,
+        ) as exc:
+            print(f"dsh-trio: cannot resume session {resume!r}: {exc}", file=stderr)
+            return 1
+        agent = handle.agent
+        log_path = persistence.path_for(agent.session.header)
+        app = ChatApp(
+            agent,
+            out=stdout,
+            err=stderr,
+            log_path=log_path,
+            label=choice.label,
+            interactive=interactive,
+            sequential=sequential,
+        )
+        async with handle:
+            app.install()
+            turns = agent.session.last_turn
+            so_far = f"{turns} turn{'' if turns == 1 else 's'} so far"
+            what = (
+                f"resumed session {agent.id} ({so_far})"
+                if resume
+                else f"session {agent.id}"
+            )
+            print(f"{what} with {choice.label}", file=stderr)
+            if interactive:
+                print(
+                    "Type a message and press Enter; /help lists the commands. "
+                    "Ctrl-C cancels a reply; Ctrl-D or /exit quits.",
+                    file=stderr,
+                )
+            async with trio.open_nursery() as nursery:
+                if handle_signals:
+                    await nursery.start(watch_interrupts, app)
+                await app.run(LineReader(stdin))
+                nursery.cancel_scope.cancel()
+        if agent.session.next_seq == 0:
+            print(f"session {agent.id} is empty; nothing was saved", file=stderr)
+        else:
+            print(f"session {agent.id} saved in {log_path}", file=stderr)
+            print(
+                f"resume with: dsh-trio chat --resume {agent.id}{resume_hint}",
+                file=stderr,
+            )
+        return 1 if isinstance(app.last_reason, Errored) else 0
+    raise AssertionError(
+        "unreachable"
+    )  # pragma: no cover - the exit stack does not swallow
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the working directory was removed
+        return None

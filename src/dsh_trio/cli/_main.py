@@ -1,0 +1,277 @@
+"""The ``dsh-trio`` command: ``chat``, ``sessions`` and ``show``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import trio
+
+from .. import __version__
+from ..errors import DshError
+from ..session import JsonlPersistence
+from ._chat import DEFAULT_SYSTEM_PROMPT, run_chat
+from ._config import (
+    DEFAULT_SESSION_DIR,
+    INTERACTIVE_CHUNK_DELAY,
+    PRESETS,
+    SESSION_DIR_ENV,
+    UsageError,
+    resolve_model,
+    resolve_session_dir,
+)
+from ._transcript import (
+    find_log,
+    list_sessions,
+    read_log,
+    render_listing,
+    render_transcript,
+)
+
+__all__ = ["build_parser", "main"]
+
+#: Set this variable to see tracebacks of unexpected failures.
+DEBUG_ENV: Final = "DSH_TRIO_DEBUG"
+
+_DESCRIPTION: Final = "LLM agents on trio: chat with an agent in the terminal and browse its saved sessions."
+_EPILOG: Final = f"""\
+Sessions are stored under --session-dir, ${SESSION_DIR_ENV} or {DEFAULT_SESSION_DIR}.
+
+examples:
+  dsh-trio chat                                   # offline demo model, no network
+  dsh-trio chat --provider deepseek --model deepseek-chat
+  dsh-trio chat --base-url http://localhost:11434/v1 --model llama3.2
+  dsh-trio sessions
+  dsh-trio show SESSION_ID
+  dsh-trio chat --resume SESSION_ID"""
+
+_CHAT_DESCRIPTION: Final = f"""\
+Chat with an agent in the terminal. Each line you type is a message: while the agent
+is idle it starts a turn; while a reply is streaming it steers the running turn.
+Ctrl-C cancels the running turn (the session goes on); Ctrl-C when idle, Ctrl-D or
+/exit quits. The conversation is saved as a session log; its id is printed at the
+start and at the end, and --resume ID continues it.
+
+Without --provider or --base-url the chat uses a built-in offline demo model, so it
+runs without network or API key. Known providers: {", ".join(sorted(PRESETS))}
+(their URL, key variable and default model are filled in); --base-url selects any
+OpenAI-compatible server (DeepSeek, OpenAI, vLLM, llama.cpp, Ollama).
+
+Piped input (not a terminal) is read line by line, each line a turn that finishes
+before the next is read; the replies go to stdout, everything else to stderr."""
+
+
+def _add_session_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--session-dir",
+        metavar="DIR",
+        help=f"where sessions are stored (default: ${SESSION_DIR_ENV} or {DEFAULT_SESSION_DIR})",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dsh-trio`` argument parser (one subparser per command)."""
+    parser = argparse.ArgumentParser(
+        prog="dsh-trio",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"dsh-trio {__version__}"
+    )
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", title="commands"
+    )
+
+    chat = commands.add_parser(
+        "chat",
+        help="chat with an agent in the terminal (offline demo model unless one is configured)",
+        description=_CHAT_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    model = chat.add_argument_group("model (default: the offline demo model)")
+    model.add_argument(
+        "--provider",
+        metavar="P",
+        help=f"provider name; known: {', '.join(sorted(PRESETS))}, offline",
+    )
+    model.add_argument("--model", metavar="M", help="model name, e.g. deepseek-chat")
+    model.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="OpenAI-compatible API root, e.g. https://api.openai.com/v1",
+    )
+    model.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the API key (default: the provider's, else OPENAI_API_KEY)",
+    )
+    _add_session_dir(chat)
+    chat.add_argument("--resume", metavar="ID", help="continue the saved session ID")
+    chat.add_argument(
+        "--system",
+        metavar="TEXT",
+        help='the system prompt ("" for none; default: a short assistant persona)',
+    )
+
+    sessions = commands.add_parser(
+        "sessions",
+        help="list saved sessions, newest first",
+        description="List saved sessions, newest first: id, creation time, number of turns and the last prompt.",
+    )
+    _add_session_dir(sessions)
+
+    show = commands.add_parser(
+        "show",
+        help="print a saved session as a readable transcript",
+        description=(
+            "Print a saved session as a readable transcript: system prompt, messages, tool calls and "
+            "results, turn boundaries with how each turn ended. Reads the log without changing it."
+        ),
+    )
+    show.add_argument(
+        "id", metavar="ID", help="the session id (see: dsh-trio sessions)"
+    )
+    _add_session_dir(show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``dsh-trio`` command line; returns the exit status.
+
+    Blocks until the command finishes (``chat`` runs until end of input, ``/exit`` or
+    Ctrl-C while idle).
+
+    Example::
+
+        main(["sessions", "--session-dir", "/tmp/sessions"])
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        ``0`` on success, ``1`` when the command failed (unknown session, a failed
+        last turn), ``2`` for a usage error, ``130`` when interrupted.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "chat": _chat,
+        "sessions": _sessions,
+        "show": _show,
+    }
+    try:
+        return commands[args.command](args)
+    except UsageError as exc:
+        print(f"dsh-trio {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ndsh-trio: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        print(f"dsh-trio {args.command}: {_one_line(exc)}", file=sys.stderr)
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc()
+        else:
+            print(f"(set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    """The failure in one line; a group of one is unwrapped to its member."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _isatty(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):
+        return False
+
+
+def _chat(args: argparse.Namespace) -> int:
+    stdin, stdout, stderr = sys.stdin, sys.stdout, sys.stderr
+    terminal_in = _isatty(stdin)
+    interactive = terminal_in and _isatty(stdout)
+    choice = resolve_model(
+        provider=args.provider,
+        model=args.model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        environ=os.environ,
+        chunk_delay=INTERACTIVE_CHUNK_DELAY if interactive else 0.0,
+    )
+    session_dir = resolve_session_dir(args.session_dir, os.environ)
+    hint = f" --session-dir {shlex.quote(args.session_dir)}" if args.session_dir else ""
+    system = DEFAULT_SYSTEM_PROMPT if args.system is None else (args.system or None)
+    return trio.run(
+        lambda: run_chat(
+            choice,
+            session_dir=session_dir,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            resume=args.resume,
+            system_prompt=system,
+            interactive=interactive,
+            sequential=not terminal_in,
+            handle_signals=threading.current_thread() is threading.main_thread(),
+            resume_hint=hint,
+        )
+    )
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    session_dir = resolve_session_dir(args.session_dir, os.environ)
+    summaries = trio.run(list_sessions, JsonlPersistence(session_dir))
+    if not summaries:
+        print(f"no sessions in {session_dir}")
+        return 0
+    print(render_listing(summaries))
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    session_dir = resolve_session_dir(args.session_dir, os.environ)
+    session_id: str = args.id
+
+    async def load() -> str | None:
+        path = await find_log(JsonlPersistence(session_dir), session_id)
+        if path is None:
+            return None
+        log = await trio.to_thread.run_sync(read_log, path)
+        return render_transcript(log)
+
+    try:
+        text = trio.run(load)
+    except (OSError, DshError) as exc:
+        print(
+            f"dsh-trio show: cannot read session {session_id!r}: {_one_line(exc)}",
+            file=sys.stderr,
+        )
+        return 1
+    if text is None:
+        print(
+            f"dsh-trio show: no session {session_id!r} in {session_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    print(text)
+    return 0

@@ -1,0 +1,334 @@
+"""Drive one trio run (guest mode) from synchronous code, one settled step at a time.
+
+A :class:`GuestLoop` hosts a trio run whose scheduler only turns inside
+:meth:`GuestLoop.call`, :meth:`GuestLoop.run_sync` and :meth:`GuestLoop.close`.
+Between two calls nothing in trio executes, so a stateful test (one hypothesis rule
+per call) always looks at a quiescent runtime, and an operation that stays blocked
+after every task went idle is reported as a :class:`Deadlock` instead of hanging
+the test. Time is virtual: the loop runs on the clock it is given (normally a
+:class:`trio.testing.MockClock` with ``rate=0``) and only moves when a test moves it
+with :func:`advance_by`.
+"""
+
+from __future__ import annotations
+
+import queue
+import typing
+from collections.abc import Awaitable, Callable
+from typing import TypeVar, TypeVarTuple, Unpack
+
+import outcome
+import trio
+import trio.testing
+
+__all__ = ["Deadlock", "GuestLoop", "advance_by", "settle"]
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+# Real seconds every task must stay blocked before a driven operation counts as
+# stuck. Longer than any settle() the operation itself performs (those use 0), so
+# the watchdog only fires once the operation is done or waits on something else.
+_WATCHDOG_CUSHION = 0.001
+
+
+class Deadlock(AssertionError):
+    """A driven operation stayed blocked after every task of the run went idle."""
+
+
+async def settle(cushion: float = 0.0) -> None:
+    """Return once no task is runnable and no worker thread is running.
+
+    Blocks until the run is quiescent; cancelling it only stops the wait.
+
+    Args:
+        cushion: real seconds every task must stay blocked (see
+            :func:`trio.testing.wait_all_tasks_blocked`).
+    """
+    while True:
+        await trio.testing.wait_all_tasks_blocked(cushion)
+        if trio.testing.active_thread_count() == 0:
+            return
+        await trio.testing.wait_all_threads_completed()
+
+
+async def advance_by(clock: trio.testing.MockClock, seconds: float) -> None:
+    """Move virtual time forward by ``seconds``, firing each deadline in order.
+
+    Between two deadlines the run settles, so whatever a timeout wakes runs (and
+    may set new deadlines) before time moves on. Blocks until done.
+
+    Raises:
+        ValueError: ``seconds`` is negative.
+    """
+    if seconds < 0:
+        raise ValueError(f"advance_by() needs seconds >= 0, got {seconds!r}")
+    target = trio.current_time() + seconds
+    while True:
+        await settle()
+        step = trio.lowlevel.current_statistics().seconds_to_next_deadline
+        if trio.current_time() + step > target:
+            clock.jump(max(target - trio.current_time(), 0.0))
+            await settle()
+            return
+        clock.jump(max(step, 0.0))
+
+
+def _walk(task: trio.lowlevel.Task, out: list[trio.lowlevel.Task]) -> None:
+    out.append(task)
+    for nursery in task.child_nurseries:
+        for child in nursery.child_tasks:
+            _walk(child, out)
+
+
+class GuestLoop:
+    """A trio run hosted by a loop that only turns inside :meth:`call` and :meth:`close`.
+
+    Between two calls nothing in trio executes, so each hypothesis rule sees a
+    quiescent runtime and the schedule depends only on the rules and on the seed
+    hypothesis gives trio's scheduler. Not thread-safe; use it from one thread.
+
+    Example::
+
+        clock = trio.testing.MockClock()
+        loop = GuestLoop(clock=clock)
+        try:
+            loop.call(trio.sleep, 0)          # returns once everything settled
+            loop.call(advance_by, clock, 5.0)  # virtual time
+        finally:
+            loop.close()
+
+    Args:
+        clock: the run's clock; a :class:`~trio.testing.MockClock` (``rate=0``, no
+            autojump) keeps time still unless a test moves it.
+    """
+
+    def __init__(self, *, clock: trio.abc.Clock | None = None) -> None:
+        self._todo: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
+        self._clock = clock if clock is not None else trio.testing.MockClock()
+        self._done = False
+        self._error: BaseException | None = None
+        self._nursery: trio.Nursery | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._root: trio.lowlevel.Task | None = None
+        self._baseline: frozenset[trio.lowlevel.Task] = frozenset()
+        trio.lowlevel.start_guest_run(
+            self._main,
+            run_sync_soon_threadsafe=self._todo.put,
+            done_callback=self._on_done,
+            clock=self._clock,
+            strict_exception_groups=True,
+        )
+        self._pump_until(lambda: self._nursery is not None)
+        self._baseline = frozenset(self._all_tasks())
+
+    async def _main(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._token = trio.lowlevel.current_trio_token()
+            self._root = trio.lowlevel.current_root_task()
+            self._nursery = nursery
+            await trio.sleep_forever()
+
+    def _on_done(self, result: outcome.Outcome[None]) -> None:
+        self._done = True
+        if isinstance(result, outcome.Error):
+            self._error = result.error
+
+    def _raise_if_crashed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _pump_until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            if self._done:
+                self._raise_if_crashed()  # a background task crashed: raise it in this rule
+                raise RuntimeError("the trio run ended while a rule was waiting on it")
+            self._todo.get()()
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """A nursery of the run for background tasks; cancelled by :meth:`close`."""
+        assert self._nursery is not None
+        return self._nursery
+
+    @property
+    def clock(self) -> trio.abc.Clock:
+        """The run's clock."""
+        return self._clock
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has ended."""
+        return self._done
+
+    def _all_tasks(self) -> list[trio.lowlevel.Task]:
+        out: list[trio.lowlevel.Task] = []
+        if self._root is not None and not self._done:
+            _walk(self._root, out)
+        return out
+
+    def live_tasks(self) -> list[trio.lowlevel.Task]:
+        """Every task of the run except the loop's own (system tasks included).
+
+        Call it between calls; it reads the task tree without running anything.
+        """
+        return [t for t in self._all_tasks() if t not in self._baseline]
+
+    def _start(self, spawn: Callable[[], None]) -> None:
+        if self._done:
+            self._raise_if_crashed()
+            raise RuntimeError("the trio run has already finished")
+        assert self._token is not None
+        self._token.run_sync_soon(spawn)
+
+    def _finish_call(self) -> None:
+        if self.nursery.cancel_scope.cancel_called:
+            # A background task crashed and took the run down: finish the run so
+            # its exception is raised from the rule that triggered it.
+            self._pump_until(lambda: self._done)
+            self._raise_if_crashed()
+            raise RuntimeError("the trio run was cancelled")
+
+    def call(self, afn: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts) -> T:
+        """Run ``afn(*args)`` in the trio run, let everything settle, return its result.
+
+        Blocks the calling thread until ``afn`` returned and no task is runnable.
+        Exceptions of ``afn`` propagate. A background task that crashes the run is
+        raised from here.
+
+        Raises:
+            Deadlock: ``afn`` was still blocked after every task went idle; it was
+                cancelled.
+        """
+        box: list[outcome.Outcome[T]] = []
+        finished = False
+        deadlocked = False
+
+        async def runner() -> None:
+            nonlocal finished
+            try:
+                async with trio.open_nursery() as nursery:
+
+                    async def op() -> None:
+                        result = await outcome.acapture(afn, *args)
+                        box.append(result)
+                        nursery.cancel_scope.cancel()  # the watchdog is not needed now
+
+                    async def watchdog() -> None:
+                        nonlocal deadlocked
+                        await settle(cushion=_WATCHDOG_CUSHION)
+                        if not box:
+                            deadlocked = True
+                            nursery.cancel_scope.cancel(reason="deadlock")
+
+                    nursery.start_soon(op)
+                    nursery.start_soon(watchdog)
+                if not deadlocked:
+                    await settle()  # let whatever the operation started run too
+            finally:
+                finished = True
+
+        def spawn_runner() -> None:
+            nonlocal finished
+            try:
+                self.nursery.start_soon(runner)
+            except RuntimeError:  # the root nursery is closing: some task crashed
+                finished = True
+
+        self._start(spawn_runner)
+        self._pump_until(lambda: finished)
+        self._finish_call()
+        if deadlocked:
+            raise Deadlock(
+                f"{getattr(afn, '__qualname__', afn)!s} blocked while every task was idle"
+            )
+        return box[0].unwrap()
+
+    def run_sync(self, fn: Callable[[Unpack[Ts]], T], *args: *Ts) -> T:
+        """Call the synchronous ``fn(*args)`` inside the trio run, then settle.
+
+        For the runtime's synchronous methods that start tasks (``followup``,
+        ``cancel``, ...), which must run inside the trio run. Exceptions of ``fn``
+        propagate after the run settled.
+        """
+        box: list[outcome.Outcome[T]] = []
+        finished = False
+
+        async def runner() -> None:
+            nonlocal finished
+            try:
+                box.append(outcome.capture(fn, *args))
+                await settle()
+            finally:
+                finished = True
+
+        def spawn_runner() -> None:
+            nonlocal finished
+            try:
+                self.nursery.start_soon(runner)
+            except RuntimeError:  # the root nursery is closing: some task crashed
+                finished = True
+
+        self._start(spawn_runner)
+        self._pump_until(lambda: finished)
+        self._finish_call()
+        return box[0].unwrap()
+
+    def close(self) -> None:
+        """Cancel everything and finish the run; always call this (e.g. in teardown).
+
+        Cleanup code that shields itself from the cancellation still runs; virtual
+        time jumps from deadline to deadline while it does. A task that then stays
+        blocked with nothing left to wake it (a shielded wait that can never end)
+        gets :class:`Deadlock` raised into it, so closing never hangs. Idempotent.
+
+        Raises:
+            BaseException: what crashed the run, if anything did (an
+                :class:`ExceptionGroup` holding :class:`Deadlock` for a stuck task).
+        """
+        if not self._done and self._token is not None:
+
+            def begin() -> None:
+                trio.lowlevel.spawn_system_task(
+                    self._reap, name="dsh_trio.testing.GuestLoop.reaper"
+                )
+                self.nursery.cancel_scope.cancel(reason="GuestLoop.close()")
+
+            self._token.run_sync_soon(begin)
+            self._pump_until(lambda: self._done)
+        self._raise_if_crashed()
+
+    async def _reap(self) -> None:
+        """Unstick the run during :meth:`close`: fire deadlines, then abort stuck waits."""
+        me = trio.lowlevel.current_task()
+        while True:
+            await settle(cushion=_WATCHDOG_CUSHION)
+            step = trio.lowlevel.current_statistics().seconds_to_next_deadline
+            if step != float("inf"):
+                if isinstance(self._clock, trio.testing.MockClock):
+                    self._clock.jump(max(step, 0.0))
+                else:
+                    await trio.sleep(step)
+                continue
+            stuck = [
+                t
+                for t in self._all_tasks()
+                if t is not me
+                and t not in self._baseline
+                and not t.child_nurseries
+                and getattr(t, "_abort_func", None) is not None
+            ]
+            if not stuck:
+                await trio.lowlevel.checkpoint()
+                continue
+            victim = stuck[0]
+            error = Deadlock(
+                f"task {victim.name!r} was still blocked after the run was cancelled"
+            )
+
+            def raise_deadlock(error: Deadlock = error) -> typing.NoReturn:
+                raise error
+
+            # A shielded wait that nothing will ever end: deliver the error the way
+            # trio delivers a cancellation (the wait's own abort hook cleans up).
+            victim._attempt_abort(raise_deadlock)
