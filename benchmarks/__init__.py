@@ -11,8 +11,8 @@ Workloads (see each module's docstring):
 
 - **W1** (``w1_turns``): 1,000 sequential single-step turns of one agent, a
   20-delta scripted text reply, next to a bare-trio floor measured in the same run.
-- **W1-growth** (``w1_growth``): µs/turn of turns 1–100, 901–1,000 and
-  9,901–10,000 of one agent.
+- **W1-growth** (``w1_growth``): µs/turn of turns 1-100, 901-1,000 and
+  9,901-10,000 of one agent.
 - **W2** (``w2_tools``): one tool call then a final answer per turn (runs once tools
   are available).
 - **W3** (``w3_concurrent``): 100 agents at once, 10 follow-up turns each.
@@ -28,5 +28,5 @@ Workloads (see each module's docstring):
   when installed (``pip install -e '.[bench]'``), as ratios to dsh_trio.
 
 CPU time (``time.process_time_ns``) is the primary figure; wall time is shown too.
-Each figure is the median of 5 repetitions (``--reps``), with the min–max range.
+Each figure is the median of 5 repetitions (``--reps``), with the min-max range.
 """

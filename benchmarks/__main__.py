@@ -1,6 +1,6 @@
 """``python -m benchmarks [--quick] [--json PATH] [--only W1,W4] [--reps N]``.
 
-Runs the workloads in order, prints one table (median of the repetitions, min–max
+Runs the workloads in order, prints one table (median of the repetitions, min-max
 range, targets and verdicts) and writes the same figures as JSON. Exits non-zero
 when a workload failed (a workload that cannot run here is skipped, not failed).
 """
@@ -48,7 +48,9 @@ def _selected(only: str | None) -> list[tuple[str, str, str]]:
     return [w for w in WORKLOADS if w[0].lower() in wanted]
 
 
-def _run_one(name: str, module_name: str, ctx: Context, earlier: list[Row]) -> list[Row]:
+def _run_one(
+    name: str, module_name: str, ctx: Context, earlier: list[Row]
+) -> list[Row]:
     try:
         module = importlib.import_module(f"{__package__}.{module_name}")
         run: Callable[..., list[Row]] = module.run
@@ -57,10 +59,14 @@ def _run_one(name: str, module_name: str, ctx: Context, earlier: list[Row]) -> l
         return run(ctx)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        return [Row(workload=name, metric="-", status=f"error: {type(exc).__name__}: {exc}")]
+        return [
+            Row(workload=name, metric="-", status=f"error: {type(exc).__name__}: {exc}")
+        ]
 
 
-def run_suite(ctx: Context, selected: Sequence[tuple[str, str, str]]) -> tuple[list[Row], dict[str, str]]:
+def run_suite(
+    ctx: Context, selected: Sequence[tuple[str, str, str]]
+) -> tuple[list[Row], dict[str, str]]:
     """Run ``selected`` workloads; all rows, and each workload's status."""
     rows: list[Row] = []
     status: dict[str, str] = {}
@@ -71,7 +77,11 @@ def run_suite(ctx: Context, selected: Sequence[tuple[str, str, str]]) -> tuple[l
         produced = _run_one(name, module_name, ctx, rows)
         rows.extend(produced)
         bad = [r.status for r in produced if r.status.startswith("error")]
-        skips = [r.status for r in produced if r.status.startswith("skipped") and r.workload == name]
+        skips = [
+            r.status
+            for r in produced
+            if r.status.startswith("skipped") and r.workload == name
+        ]
         if bad:
             status[name] = bad[0]
         elif skips and not any(r.measured for r in produced):
@@ -79,14 +89,22 @@ def run_suite(ctx: Context, selected: Sequence[tuple[str, str, str]]) -> tuple[l
         else:
             status[name] = "ok"
         if ctx.verbose:
-            print(f"[{name}] {status[name]} in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+            print(
+                f"[{name}] {status[name]} in {time.perf_counter() - started:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     return rows, status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke-sized run (seconds, not minutes)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke-sized run (seconds, not minutes)"
+    )
     parser.add_argument(
         "--json",
         type=Path,
@@ -94,12 +112,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="PATH",
         help="where to write the JSON (default benchmarks/results.json, or results-quick.json with --quick)",
     )
-    parser.add_argument("--only", metavar="W1,W4", help="comma-separated workloads to run")
-    parser.add_argument("--reps", type=int, default=5, metavar="N", help="repetitions per figure (default 5)")
     parser.add_argument(
-        "--peer-reps", type=int, default=1, metavar="N", help="repetitions of the peers' 1,000-turn W1 run (default 1)"
+        "--only", metavar="W1,W4", help="comma-separated workloads to run"
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=5,
+        metavar="N",
+        help="repetitions per figure (default 5)",
+    )
+    parser.add_argument(
+        "--peer-reps",
+        type=int,
+        default=1,
+        metavar="N",
+        help="repetitions of the peers' 1,000-turn W1 run (default 1)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr"
+    )
     args = parser.parse_args(argv)
     if args.reps < 1 or args.peer_reps < 1:
         parser.error("--reps and --peer-reps must be at least 1")
@@ -107,7 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.reconfigure(errors="replace")
     selected = _selected(args.only)
     ctx = Context(
-        quick=args.quick, repetitions=args.reps, peer_repetitions=args.peer_reps, verbose=not args.quiet
+        quick=args.quick,
+        repetitions=args.reps,
+        peer_repetitions=args.peer_reps,
+        verbose=not args.quiet,
     )
     started = time.perf_counter()
     rows, status = run_suite(ctx, selected)
@@ -116,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     title = f"dsh_trio benchmarks: {kind} run, median of {ctx.repetitions} repetitions, {elapsed:.1f} s"
     print(render_table(rows, title=title))
     path = args.json or HERE / ("results-quick.json" if ctx.quick else "results.json")
-    write_json(path, results_json(rows, context=ctx, elapsed_s=elapsed, workloads=status))
+    write_json(
+        path, results_json(rows, context=ctx, elapsed_s=elapsed, workloads=status)
+    )
     print(f"\nJSON written to {path}")
     failed = [name for name, s in status.items() if s.startswith("error")]
     if failed:

@@ -20,7 +20,9 @@ from ._harness import Context, Row
 __all__ = ["rows_from_main"]
 
 
-def _leaves(value: object, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], float]]:
+def _leaves(
+    value: object, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], float]]:
     if isinstance(value, bool):
         return
     if isinstance(value, int | float):
@@ -60,8 +62,20 @@ def _label(path: tuple[str, ...]) -> str:
     return " ".join(part.replace("_", " ") for part in parts)
 
 
-def rows_from_main(workload: str, main: Callable[..., Any], ctx: Context, *, note: str = "") -> list[Row]:
-    """Call ``main(quick=ctx.quick)`` once per repetition; one row per returned number."""
+def rows_from_main(
+    workload: str,
+    main: Callable[..., Any],
+    ctx: Context,
+    *,
+    note: str = "",
+    labels: Mapping[str, tuple[str, str]] | None = None,
+) -> list[Row]:
+    """Call ``main(quick=ctx.quick)`` once per repetition; one row per returned number.
+
+    ``labels`` maps a top-level key to its (metric, unit); other keys are named
+    from their path and unit suffix. Labelled keys come first, in ``labels`` order.
+    """
+    labels = labels or {}
     runs: list[dict[tuple[str, ...], float]] = []
     captured = ""
     for k in range(ctx.repetitions):
@@ -71,12 +85,21 @@ def rows_from_main(workload: str, main: Callable[..., Any], ctx: Context, *, not
         captured = out.getvalue()
         runs.append(dict(_leaves(result)))
         ctx.log(f"{workload} rep {k + 1} done")
-    paths = [p for p in runs[0] if all(p in r for r in runs)]
+    common = [p for p in runs[0] if all(p in r for r in runs)]
+    order = {key: n for n, key in enumerate(labels)}
+    paths = sorted(
+        common, key=lambda p: order.get(p[0], len(order)) if len(p) == 1 else len(order)
+    )
     parameters: list[str] = []
     measured: list[tuple[tuple[str, ...], tuple[float, ...]]] = []
     for path in paths:
         samples = tuple(r[path] for r in runs)
-        if all(s.is_integer() and s == samples[0] for s in samples) and _unit(path) == "":
+        if len(path) == 1 and path[0] in labels:
+            measured.append((path, samples))
+        elif (
+            all(s.is_integer() and s == samples[0] for s in samples)
+            and _unit(path) == ""
+        ):
             parameters.append(f"{_label(path)}={samples[0]:,.0f}")
         elif all(math.isfinite(s) for s in samples):
             measured.append((path, samples))
@@ -84,8 +107,12 @@ def rows_from_main(workload: str, main: Callable[..., Any], ctx: Context, *, not
     rows = [
         Row(
             workload=workload,
-            metric=_label(path),
-            unit=_unit(path),
+            metric=labels[path[0]][0]
+            if len(path) == 1 and path[0] in labels
+            else _label(path),
+            unit=labels[path[0]][1]
+            if len(path) == 1 and path[0] in labels
+            else _unit(path),
             samples=samples,
             note=notes if n == 0 else "",
             detail={"output_last_repetition": captured} if n == 0 and captured else {},
@@ -93,5 +120,11 @@ def rows_from_main(workload: str, main: Callable[..., Any], ctx: Context, *, not
         for n, (path, samples) in enumerate(measured)
     ]
     if not rows:
-        rows.append(Row(workload=workload, metric="-", status="error: main() returned no figures"))
+        rows.append(
+            Row(
+                workload=workload,
+                metric="-",
+                status="error: main() returned no figures",
+            )
+        )
     return rows

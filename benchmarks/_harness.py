@@ -1,7 +1,7 @@
 """Repetitions, medians, targets, the results table and its JSON form.
 
 A workload returns :class:`Row` values: one measured quantity each, with every
-repetition's sample kept. The table shows the median and the min–max range; the JSON
+repetition's sample kept. The table shows the median and the min-max range; the JSON
 file keeps the samples too. Timing helpers measure CPU time
 (``time.process_time_ns``) and wall time (``time.perf_counter_ns``) together.
 """
@@ -16,7 +16,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -343,24 +343,22 @@ def results_json(
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` (parents created), replacing it atomically."""
+    """Write ``data`` to ``path`` (parents created), replacing it atomically.
+
+    Non-finite floats (a ratio over a zero, say) are written as ``null``.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(
-        json.dumps(data, indent=2, allow_nan=False, default=_json_default) + "\n",
-        encoding="utf-8",
-    )
+    text = json.dumps(_finite(data), indent=2, ensure_ascii=False, allow_nan=False)
+    tmp.write_text(text + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
-def _json_default(value: object) -> object:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    raise TypeError(f"not JSON serialisable: {value!r}")
-
-
-def repeat(context: Context, once: Callable[[int], None]) -> None:
-    """Call ``once(k)`` for each repetition ``k``, cleaning the heap before each."""
-    for k in range(context.repetitions):
-        clean_heap()
-        once(k)
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

@@ -47,7 +47,7 @@ def reply_chunks() -> tuple[dsh.StreamChunk, ...]:
             messages=(),
             session_id=dsh.SessionId("floor"),
         )
-        async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
+        async with aclosing(model.stream(request)) as stream:
             return tuple([chunk async for chunk in stream])
 
     return trio.run(collect)
@@ -62,7 +62,9 @@ async def bench_runtime(model: ScriptedModel) -> AsyncIterator[dsh.Runtime]:
 
 def count_tasks() -> int:
     """How many trio tasks exist in the current run (the root task included)."""
-    stack = [trio.lowlevel.current_root_task()]
+    root = trio.lowlevel.current_root_task()
+    assert root is not None, "count_tasks() runs inside trio.run"
+    stack = [root]
     count = 0
     while stack:
         task = stack.pop()

@@ -13,8 +13,8 @@ model, the history carried from turn to turn (``message_history`` /
 
 W4 is 1,000 idle agents (an agent object and its empty history, one shared model),
 measured with ``tracemalloc``. Their turn cost grows with the history, so one
-1,000-turn run takes 20–30 s: W1 runs ``--peer-reps`` times (default 1) and also
-reports the medians of turns 1–100 and 901–1,000 of each run. Install them with
+1,000-turn run takes 20-30 s: W1 runs ``--peer-reps`` times (default 1) and also
+reports the medians of turns 1-100 and 901-1,000 of each run. Install them with
 ``pip install -e '.[bench]'``; without them the rows say "skipped".
 """
 
@@ -25,7 +25,7 @@ import gc
 import statistics
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import attrs
@@ -49,7 +49,7 @@ PARTS = tuple(REPLY_TEXT[k : k + _STEP] for k in range(0, len(REPLY_TEXT), _STEP
 class _Peer:
     label: str
     #: Returns an async callable running ``turns`` W1 turns and returning each turn's CPU ns.
-    w1: Callable[[], Callable[[int], Awaitable[list[int]]]]
+    w1: Callable[[], Callable[[int], Coroutine[Any, Any, list[int]]]]
     #: Returns a factory of one idle agent (with its empty history).
     w4: Callable[[], Callable[[], object]]
 
@@ -67,7 +67,7 @@ def _pydantic_model() -> Any:
     return FunctionModel(stream_function=stream_function)
 
 
-def _pydantic_w1() -> Callable[[int], Awaitable[list[int]]]:
+def _pydantic_w1() -> Callable[[int], Coroutine[Any, Any, list[int]]]:
     from pydantic_ai import Agent
 
     async def turns(n: int) -> list[int]:
@@ -78,11 +78,16 @@ def _pydantic_w1() -> Callable[[int], Awaitable[list[int]]]:
         for i in range(n):
             t0 = cpu()
             async with agent.run_stream(f"q{i}", message_history=history) as result:
-                received = [delta async for delta in result.stream_text(delta=True, debounce_by=None)]
+                received = [
+                    delta
+                    async for delta in result.stream_text(delta=True, debounce_by=None)
+                ]
             history = result.all_messages()
             costs.append(cpu() - t0)
             if "".join(received) != REPLY_TEXT:
-                raise RuntimeError("pydantic-ai W1: the streamed reply does not match the script")
+                raise RuntimeError(
+                    "pydantic-ai W1: the streamed reply does not match the script"
+                )
         return costs
 
     return turns
@@ -131,7 +136,9 @@ def _openai_model() -> Any:
             type="message",
             role="assistant",
             status="completed",
-            content=[ResponseOutputText(text=REPLY_TEXT, type="output_text", annotations=[])],
+            content=[
+                ResponseOutputText(text=REPLY_TEXT, type="output_text", annotations=[])
+            ],
         )
         response = Response(
             id="resp",
@@ -143,7 +150,9 @@ def _openai_model() -> Any:
             tool_choice="auto",
             tools=[],
         )
-        return ResponseCompletedEvent(type="response.completed", response=response, sequence_number=len(deltas))
+        return ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=len(deltas)
+        )
 
     class ScriptedResponses(Model):  # type: ignore[misc]
         """Streams the W1 reply as Responses API events."""
@@ -159,7 +168,7 @@ def _openai_model() -> Any:
     return ScriptedResponses()
 
 
-def _openai_w1() -> Callable[[int], Awaitable[list[int]]]:
+def _openai_w1() -> Callable[[int], Coroutine[Any, Any, list[int]]]:
     from agents import Agent, Runner, set_tracing_disabled
 
     set_tracing_disabled(True)
@@ -171,13 +180,17 @@ def _openai_w1() -> Callable[[int], Awaitable[list[int]]]:
         cpu = time.process_time_ns
         for i in range(n):
             t0 = cpu()
-            result = Runner.run_streamed(agent, [*items, {"role": "user", "content": f"q{i}"}])
+            result = Runner.run_streamed(
+                agent, [*items, {"role": "user", "content": f"q{i}"}]
+            )
             async for _ in result.stream_events():
                 pass
             items = result.to_input_list()
             costs.append(cpu() - t0)
             if result.final_output != REPLY_TEXT:
-                raise RuntimeError("openai-agents W1: the final output does not match the script")
+                raise RuntimeError(
+                    "openai-agents W1: the final output does not match the script"
+                )
         return costs
 
     return turns
@@ -235,7 +248,9 @@ def _installed(module: str) -> str | None:
     return None
 
 
-def _measure_peer(peer: _Peer, ctx: Context, dsh_w1: float | None, dsh_w4: float | None) -> list[Row]:
+def _measure_peer(
+    peer: _Peer, ctx: Context, dsh_w1: float | None, dsh_w4: float | None
+) -> list[Row]:
     turns = ctx.size(1_000, 20)
     reps = ctx.peer_repetitions
     run_turns = peer.w1()
@@ -250,7 +265,9 @@ def _measure_peer(peer: _Peer, ctx: Context, dsh_w1: float | None, dsh_w4: float
         costs = asyncio.run(run_turns(turns))
         means.append(sum(costs) / turns / 1000)
         for start, end in spans:
-            windows.setdefault((start, end), []).append(statistics.median(costs[start - 1 : end]) / 1000)
+            windows.setdefault((start, end), []).append(
+                statistics.median(costs[start - 1 : end]) / 1000
+            )
         ctx.log(f"{peer.label} W1 rep {k + 1}: {means[-1]:.0f} µs/turn CPU")
     make = peer.w4()
     agents = ctx.size(1_000, 100)
@@ -268,11 +285,21 @@ def _measure_peer(peer: _Peer, ctx: Context, dsh_w1: float | None, dsh_w4: float
     ]
     for (start, end), samples in windows.items():
         rows.append(
-            Row(workload=NAME, metric=f"{label} W1 CPU µs/turn, turns {start:,}-{end:,}", unit="µs", samples=tuple(samples))
+            Row(
+                workload=NAME,
+                metric=f"{label} W1 CPU µs/turn, turns {start:,}-{end:,}",
+                unit="µs",
+                samples=tuple(samples),
+            )
         )
     if dsh_w1 is not None:
         rows.append(
-            Row(workload=NAME, metric=f"{label} W1 / dsh_trio W1", unit="x", samples=tuple(m / dsh_w1 for m in means))
+            Row(
+                workload=NAME,
+                metric=f"{label} W1 / dsh_trio W1",
+                unit="x",
+                samples=tuple(m / dsh_w1 for m in means),
+            )
         )
     rows.append(
         Row(
@@ -285,7 +312,12 @@ def _measure_peer(peer: _Peer, ctx: Context, dsh_w1: float | None, dsh_w4: float
     )
     if dsh_w4 is not None:
         rows.append(
-            Row(workload=NAME, metric=f"{label} W4 / dsh_trio W4", unit="x", samples=tuple(b / dsh_w4 for b in idle))
+            Row(
+                workload=NAME,
+                metric=f"{label} W4 / dsh_trio W4",
+                unit="x",
+                samples=tuple(b / dsh_w4 for b in idle),
+            )
         )
     return rows
 
@@ -302,5 +334,8 @@ def run(ctx: Context, earlier: list[Row]) -> list[Row]:
             continue
         rows.extend(_measure_peer(peer, ctx, dsh_w1, dsh_w4))
     if rows and (dsh_w1 is None or dsh_w4 is None) and any(r.measured for r in rows):
-        rows[0] = attrs.evolve(rows[0], note=f"{rows[0].note}; ratios need W1 and W4 in the same run".lstrip("; "))
+        rows[0] = attrs.evolve(
+            rows[0],
+            note=f"{rows[0].note}; ratios need W1 and W4 in the same run".lstrip("; "),
+        )
     return rows

@@ -1,8 +1,8 @@
 """W1-growth: does a turn get dearer as one agent's history grows?
 
 One agent runs 10,000 W1 turns (1,000 in a quick run); each turn's CPU time is
-taken on its own, and the medians of three windows are compared: turns 1–100,
-901–1,000 and 9,901–10,000. The scripted model keeps every request it receives
+taken on its own, and the medians of three windows are compared: turns 1-100,
+901-1,000 and 9,901-10,000. The scripted model keeps every request it receives
 (each holding the whole derived history), which would make the test double, not
 the runtime, grow: the list is cleared after every turn, outside the timed part.
 """

@@ -48,20 +48,35 @@ def _measure(turns: int) -> tuple[int, int]:
 
     async def main() -> None:
         model = ScriptedModel()
-        async with dsh.open_runtime(models={PROVIDER: model}, tools=[lookup_tool]) as runtime:
+        async with dsh.open_runtime(
+            models={PROVIDER: model}, tools=[lookup_tool]
+        ) as runtime:
             handle = await runtime.agents.create(options=OPTIONS)
             agent = handle.agent
             for i in range(turns):
-                model.push(tool_calls((f"call-{i}", "lookup", '{"key": "k"}')), scripted_reply())
+                model.push(
+                    tool_calls((f"call-{i}", "lookup", '{"key": "k"}')),
+                    scripted_reply(),
+                )
             clean_heap()
-            followup, when_idle, message = agent.followup, agent.when_idle, dsh.user_message
+            followup, when_idle, message = (
+                agent.followup,
+                agent.when_idle,
+                dsh.user_message,
+            )
             with timed() as t:
                 for i in range(turns):
                     followup(message(f"q{i}"))
                     await when_idle()
             results = [e for e in agent.session.events if e.type == "tool/result"]
-            if len(results) != turns or model.remaining or any(e.data.error is not None for e in results):
-                raise RuntimeError(f"W2 turns did not run as scripted: {len(results)} tool results for {turns} turns")
+            if (
+                len(results) != turns
+                or model.remaining
+                or any(getattr(e.data, "error", None) is not None for e in results)
+            ):
+                raise RuntimeError(
+                    f"W2 turns did not run as scripted: {len(results)} tool results for {turns} turns"
+                )
             out.extend((t.cpu_ns, t.wall_ns))
             await handle.dispose()
 
@@ -87,7 +102,14 @@ def run(ctx: Context) -> list[Row]:
         wall.append(w / turns / 1000)
         ctx.log(f"W2 rep {k + 1}: {cpu[-1]:.1f} µs/turn CPU")
     return [
-        Row(workload=NAME, metric="CPU µs/turn", unit="µs", samples=tuple(cpu), target=Target(goal=340), ref=REF),
+        Row(
+            workload=NAME,
+            metric="CPU µs/turn",
+            unit="µs",
+            samples=tuple(cpu),
+            target=Target(goal=340),
+            ref=REF,
+        ),
         Row(workload=NAME, metric="wall µs/turn", unit="µs", samples=tuple(wall)),
         Row(
             workload=NAME,

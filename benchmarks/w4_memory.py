@@ -68,7 +68,11 @@ def measure_idle_agents(agents: int) -> dict[str, Any]:
             snapshot = tracemalloc.take_snapshot()
             tracemalloc.stop()
             sites = [
-                {"site": str(stat.traceback[0]), "bytes_per_agent": stat.size / agents, "count": stat.count}
+                {
+                    "site": str(stat.traceback[0]),
+                    "bytes_per_agent": stat.size / agents,
+                    "count": stat.count,
+                }
                 for stat in snapshot.statistics("lineno")[:TOP_SITES]
             ]
             out.update(
@@ -96,7 +100,9 @@ def _child(agents: int) -> dict[str, Any]:
         cwd=_project_root(),
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"W4 child process failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+        raise RuntimeError(
+            f"W4 child process failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}"
+        )
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
@@ -113,7 +119,9 @@ def run(ctx: Context) -> list[Row]:
     results = []
     for k in range(ctx.repetitions):
         results.append(_child(agents))
-        ctx.log(f"W4 rep {k + 1}: {results[-1]['traced_bytes_per_agent']:.0f} B/agent traced")
+        ctx.log(
+            f"W4 rep {k + 1}: {results[-1]['traced_bytes_per_agent']:.0f} B/agent traced"
+        )
     traced = tuple(r["traced_bytes_per_agent"] / KB for r in results)
     rss = tuple(r["rss_bytes_per_agent"] / KB for r in results)
     extra_tasks = tuple(float(r["tasks_after"] - r["tasks_before"]) for r in results)

@@ -37,12 +37,16 @@ def _partial_kept(agent: dsh.Agent) -> bool:
         if event.type == "assistant/message":
             data = event.data
             message = getattr(data, "message", None)
-            text = "".join(getattr(block, "text", "") for block in getattr(message, "content", ()))
+            text = "".join(
+                getattr(block, "text", "") for block in getattr(message, "content", ())
+            )
             return bool(getattr(data, "interrupted", False)) and text == PARTIAL
     return False
 
 
-async def cancel_trials(agent: dsh.Agent, model: ScriptedModel, trials: int) -> tuple[list[int], list[int], int]:
+async def cancel_trials(
+    agent: dsh.Agent, model: ScriptedModel, trials: int
+) -> tuple[list[int], list[int], int]:
     """Run ``trials`` cancels; wall and CPU ns of each, and how many kept the partial reply."""
     wall, cpu = time.perf_counter_ns, time.process_time_ns
     walls: list[int] = []
@@ -93,7 +97,9 @@ def run(ctx: Context) -> list[Row]:
         cpu_medians.append(statistics.median(cpus) / 1000)
         p90.append(statistics.quantiles(walls, n=10)[-1] / 1000)
         kept_total += kept
-        ctx.log(f"W5 rep {k + 1}: {wall_medians[-1]:.1f} µs wall, partial kept {kept}/{trials}")
+        ctx.log(
+            f"W5 rep {k + 1}: {wall_medians[-1]:.1f} µs wall, partial kept {kept}/{trials}"
+        )
     all_trials = trials * ctx.repetitions
     return [
         Row(
@@ -107,6 +113,16 @@ def run(ctx: Context) -> list[Row]:
             condition_met=kept_total == all_trials,
             detail={"partial_kept": kept_total, "trials": all_trials},
         ),
-        Row(workload=NAME, metric="cancel -> when_idle() CPU µs", unit="µs", samples=tuple(cpu_medians)),
-        Row(workload=NAME, metric="cancel -> when_idle() wall µs, p90", unit="µs", samples=tuple(p90)),
+        Row(
+            workload=NAME,
+            metric="cancel -> when_idle() CPU µs",
+            unit="µs",
+            samples=tuple(cpu_medians),
+        ),
+        Row(
+            workload=NAME,
+            metric="cancel -> when_idle() wall µs, p90",
+            unit="µs",
+            samples=tuple(p90),
+        ),
     ]

@@ -24,7 +24,9 @@ MAY_SKIP = ("W2", "P1", "Peers")
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def quick_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     out = tmp_path_factory.mktemp("bench") / "results.json"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--quiet", "--json", str(out)],
@@ -38,7 +40,9 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     return proc, json.loads(out.read_text(encoding="utf-8"))
 
 
-def test_every_workload_is_reported(quick_run: tuple[subprocess.CompletedProcess[str], dict[str, Any]]) -> None:
+def test_every_workload_is_reported(
+    quick_run: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
     _, data = quick_run
     assert data["quick"] is True
     assert data["repetitions"] >= 5
@@ -47,7 +51,10 @@ def test_every_workload_is_reported(quick_run: tuple[subprocess.CompletedProcess
     for name in ALWAYS:
         assert status[name] == "ok", (name, status[name])
     for name in MAY_SKIP:
-        assert status[name] == "ok" or status[name].startswith("skipped: "), (name, status[name])
+        assert status[name] == "ok" or status[name].startswith("skipped: "), (
+            name,
+            status[name],
+        )
     reported = {row["workload"] for row in data["rows"]}
     assert reported == set(status)
 
@@ -60,7 +67,9 @@ def test_figures_are_finite_and_timings_positive(
     assert measured
     for row in measured:
         samples = row["samples"]
-        assert samples and all(isinstance(s, int | float) and math.isfinite(s) for s in samples), row
+        assert samples and all(
+            isinstance(s, int | float) and math.isfinite(s) for s in samples
+        ), row
         assert row["min"] <= row["median"] <= row["max"], row
         if row["unit"] in ("µs", "x", "turns/s", "KB"):
             assert row["min"] > 0, row
@@ -72,7 +81,9 @@ def test_figures_are_finite_and_timings_positive(
     assert by_metric[("W4", "extra trio tasks while idle")]["median"] >= 0
 
 
-def test_table_is_printed(quick_run: tuple[subprocess.CompletedProcess[str], dict[str, Any]]) -> None:
+def test_table_is_printed(
+    quick_run: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
     proc, data = quick_run
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("dsh_trio benchmarks: quick")

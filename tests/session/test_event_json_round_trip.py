@@ -272,7 +272,9 @@ data_by_type: dict[str, st.SearchStrategy[Any]] = {
     ),
 }
 
-surface_ops = st.just("append") | st.builds(SurfaceReplace, nat, nat)
+surface_ops: st.SearchStrategy[Any] = st.just("append") | st.builds(
+    SurfaceReplace, nat, nat
+)
 seq_lists = opt(st.lists(nat, min_size=1, max_size=4).map(tuple))
 
 

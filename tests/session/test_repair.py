@@ -181,3 +181,14 @@ def test_balanced_or_empty_log_needs_nothing(closed: bool) -> None:
         s.append("turn/end", TurnEnd(1, Completed()))
     assert interrupted_turn_closers(s.events) == []
     assert interrupted_turn_closers([]) == []
+
+
+def test_closed_step_in_an_open_turn_only_ends_the_turn() -> None:
+    s = Session.create("s")
+    s.append("turn/start", TurnStart(2))
+    s.append("step/start", StepStart(2, 1))
+    s.append("assistant/message", calls(("c1", "f")), surface_op="append")
+    s.append("step/end", StepEnd(2, 1))
+    assert interrupted_turn_closers(s.events) == [
+        ("turn/end", TurnEnd(2, Interrupted()), None, None)
+    ]

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="arg-type, unused-ignore"
 """Session.append: seq/time, data validation, listeners, reentrancy, derived state."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="arg-type, unused-ignore"
 """Session.create (ids, headers, seeds), Session.restore and Session.fork."""
 
 from __future__ import annotations
@@ -265,9 +266,12 @@ def test_restore_calls_expand_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     from dsh_trio.session import _session
 
     seen: list[Any] = []
-    monkeypatch.setattr(
-        _session, "expand_stream", lambda records: seen.append(records) or []
-    )
+
+    def spy(records: Any) -> list[Any]:
+        seen.append(records)
+        return []
+
+    monkeypatch.setattr(_session, "expand_stream", spy)
     Session.restore(SessionHeader(id=SessionId("r"), created_at=1), turn_log())
     assert seen == [turn_log()[3].data.stream]  # type: ignore[union-attr]
 

@@ -156,3 +156,4 @@ class OfflineModel:
             else:
                 await trio.lowlevel.checkpoint()
             yield chunk
+        await trio.lowlevel.checkpoint()

@@ -298,7 +298,7 @@ class EventBus:
         async def next_() -> T:
             nonlocal cursor
             if cursor >= len(chain):
-                return default
+                return default  # noqa: ASYNC910  # private: the scheduler around it checkpoints
             listener = chain[cursor]
             cursor += 1
             return cast("T", await listener(payload, next_))

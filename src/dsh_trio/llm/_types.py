@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 import attrs
@@ -23,7 +23,7 @@ class ModelRequest:
 
     provider: str
     model: str
-    messages: tuple[Message, ...]
+    messages: Sequence[Message] = attrs.field(hash=False)
     tools: tuple[JsonValue, ...] = attrs.field(default=(), hash=False)
     max_tokens: int | None = None
     reasoning_effort: str | None = None

@@ -80,7 +80,7 @@ from ..llm._assembler import BlockAssembler
 from ..llm._runtime import error_chain, stream_model
 from ..llm._types import ModelRequest
 from ..session._stream import StreamAccumulator
-from ._inbox import Inbox, InboxNotifications, coerce_target
+from ._inbox import Inbox, coerce_target
 from ._initiator import _initiator
 from ._prompt import SystemPromptProjection
 from ._signal import CancelSignal
@@ -249,9 +249,7 @@ class Agent:
         self.scope = AgentScope(self)
         self.inbox = Inbox(
             session,
-            notify=InboxNotifications(
-                self._on_inserted, self._on_discarded, self._on_claimed
-            ),
+            notify=self,
             check_alive=self._check_alive,
         )
         self._kind: int = _IDLE
@@ -398,6 +396,8 @@ class Agent:
             ):
                 self._wake_driver()
             done.set()
+            if self._activity_done is done:
+                self._activity_done = None
         if signal.scope.cancelled_caught:
             assert signal.cause is not None
             raise AgentCancelled(signal.cause)
@@ -409,19 +409,19 @@ class Agent:
         if self._disposed:
             raise AgentDisposedError(f'agent "{self.id}" is disposed')
 
-    def _on_inserted(self, message: UserMessage) -> None:
+    def _inbox_inserted(self, message: UserMessage) -> None:
         if self._services.bus.has_listeners("agent/inbox/inserted"):
             self._services.bus.emit(
                 "agent/inbox/inserted", InboxInserted(self, message), scope=self
             )
 
-    def _on_discarded(self, message: UserMessage) -> None:
+    def _inbox_discarded(self, message: UserMessage) -> None:
         if self._services.bus.has_listeners("agent/inbox/discarded"):
             self._services.bus.emit(
                 "agent/inbox/discarded", InboxDiscarded(self, message), scope=self
             )
 
-    def _on_claimed(self, message: UserMessage, turn: int) -> None:
+    def _inbox_claimed(self, message: UserMessage, turn: int) -> None:
         if self._services.bus.has_listeners("agent/inbox/claimed"):
             self._services.bus.emit(
                 "agent/inbox/claimed", InboxClaimed(self, message, turn), scope=self
@@ -481,7 +481,7 @@ class Agent:
             return None
         turn = self._turn + 1
         try:
-            self.session.append("turn/start", TurnStart(turn))
+            self.session._append_trusted("turn/start", TurnStart(turn))
         except Exception as exc:
             self._emit_error(exc)
             return None
@@ -516,6 +516,8 @@ class Agent:
             if wake and self.inbox.has_pending:
                 self._wake_driver()
             done.set()
+            if self._activity_done is done:
+                self._activity_done = None
 
     async def _run_turn(
         self, opened: _OpenedTurn
@@ -542,6 +544,7 @@ class Agent:
                         await trio.lowlevel.checkpoint()
                         step = self._step + 1
                         decision = await self._pre_step(claimed, turn, step, signal)
+                        claimed_ids = {id(x) for x in claimed}
                         claimed = None
                         if isinstance(decision, Reject):
                             turn_ends, stop = Blocked(), True
@@ -551,16 +554,16 @@ class Agent:
                         if self._step == 0 and not decision.messages:
                             turn_ends, stop = Completed(), True
                             break
-                        session.append("step/start", StepStart(turn, step))
+                        session._append_trusted("step/start", StepStart(turn, step))
                         self._step = step
                         try:
                             step_end = await self._run_step(
-                                turn, step, decision, signal
+                                turn, step, decision, signal, claimed_ids
                             )
                             if not isinstance(turn_ends, MaxTokens):
                                 turn_ends = step_end
                         finally:
-                            session.append("step/end", StepEnd(turn, step))
+                            session._append_trusted("step/end", StepEnd(turn, step))
                         await trio.lowlevel.checkpoint_if_cancelled()
                         if turn_ends is not None and not self.inbox.next_step:
                             bus = self._services.bus
@@ -576,7 +579,7 @@ class Agent:
                         target = InboxTarget.NEXT_STEP
                 except Exception as exc:
                     failure = exc
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: ASYNC103  # re-raised below, after turn/end is written
             # Cancelled from outside the turn (the owner is shutting down), or a
             # KeyboardInterrupt: record it as a disposal unless a cause came first.
             outer = exc
@@ -591,7 +594,7 @@ class Agent:
         else:
             reason = turn_ends if turn_ends is not None else Completed()
         try:
-            session.append("turn/end", TurnEnd(turn, reason))
+            session._append_trusted("turn/end", TurnEnd(turn, reason))
         except Exception as exc:
             self._emit_error(exc)
             stop = True
@@ -622,7 +625,12 @@ class Agent:
         return decision
 
     async def _run_step(
-        self, turn: int, step: int, decision: Enter, signal: CancelSignal
+        self,
+        turn: int,
+        step: int,
+        decision: Enter,
+        signal: CancelSignal,
+        claimed_ids: set[int],
     ) -> TurnEndReason | None:
         services = self._services
         session = self.session
@@ -644,7 +652,14 @@ class Agent:
             self._projection.project(rendered, turn=turn, step=step)
             if attempt == 1:
                 for entered in decision.messages:
-                    session.append("user/message", entered, surface_op="append")
+                    if (
+                        id(entered) in claimed_ids
+                    ):  # straight from the inbox: validated there
+                        session._append_trusted(
+                            "user/message", entered, surface_op="append"
+                        )
+                    else:  # a pre-step listener supplied it: outside data
+                        session.append("user/message", entered, surface_op="append")
             request = self._build_request(config, tools, series)
             await trio.lowlevel.checkpoint_if_cancelled()
             outcome = await self._attempt(turn, step, request, signal)
@@ -783,7 +798,7 @@ class Agent:
         return ModelRequest(
             provider=config.provider,
             model=config.model,
-            messages=tuple(session.derive_messages()),
+            messages=session.derive_messages(),
             tools=tools,
             max_tokens=config.max_tokens,
             reasoning_effort=config.reasoning_effort,
@@ -840,7 +855,7 @@ class Agent:
             content = assembler.interrupted_blocks() if interrupted else ()
             try:
                 if content:
-                    settled = session.append(
+                    settled = session._append_trusted(
                         "assistant/message",
                         AssistantMessageData(
                             turn=turn,
@@ -857,7 +872,7 @@ class Agent:
                         surface_op="append",
                     )
                 else:
-                    settled = session.append(
+                    settled = session._append_trusted(
                         "assistant/attempt",
                         AssistantAttemptData(
                             turn=turn, step=step, stream=records.records()
@@ -870,7 +885,7 @@ class Agent:
         finish = assembler.finish
         try:
             if finish.kind in ("error", "aborted"):
-                settled = session.append(
+                settled = session._append_trusted(
                     "assistant/attempt",
                     AssistantAttemptData(
                         turn=turn, step=step, stream=records.records()
@@ -886,7 +901,7 @@ class Agent:
                     request.provider, request.model, assembler.replay_state
                 ),
             )
-            settled = session.append(
+            settled = session._append_trusted(
                 "assistant/message",
                 AssistantMessageData(
                     turn=turn,

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
-import attrs
-
-from .._values import InboxSplice, InboxTarget, MessageId, SessionEvent, UserMessage
+from .._values import InboxSplice, InboxTarget, SessionEvent, UserMessage
 from ..errors import DuplicateMessageError, InvalidSpliceError, SessionCorruptError
-from ..session._codec import check_json, to_json
+from ..session._checks import DataShapeError, checker
 
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["Inbox", "InboxNotifications", "coerce_target"]
+__all__ = ["Inbox", "InboxObserver", "coerce_target"]
+
+
+_check_user_message = checker(UserMessage)
 
 
 def coerce_target(target: InboxTarget | str) -> InboxTarget:
@@ -28,20 +29,30 @@ def coerce_target(target: InboxTarget | str) -> InboxTarget:
         ) from None
 
 
-@attrs.frozen
-class InboxNotifications:
-    """Callbacks the inbox fires after a mutation is durable."""
+class InboxObserver(Protocol):
+    """What the inbox tells its owner after a mutation is durable."""
 
-    inserted: Callable[[UserMessage], None]
-    discarded: Callable[[UserMessage], None]
-    claimed: Callable[[UserMessage, int], None]
+    def _inbox_inserted(self, message: UserMessage) -> None: ...
+    def _inbox_discarded(self, message: UserMessage) -> None: ...
+    def _inbox_claimed(self, message: UserMessage, turn: int) -> None: ...
 
 
-def _noop(*_args: object) -> None:
+class _Silent:
+    def _inbox_inserted(self, message: UserMessage) -> None:
+        return None
+
+    def _inbox_discarded(self, message: UserMessage) -> None:
+        return None
+
+    def _inbox_claimed(self, message: UserMessage, turn: int) -> None:
+        return None
+
+
+def _noop() -> None:
     return None
 
 
-_SILENT = InboxNotifications(inserted=_noop, discarded=_noop, claimed=_noop)
+_SILENT = _Silent()
 
 
 def _normalise(value: float, length: int, *, what: str) -> int:
@@ -76,23 +87,20 @@ class Inbox:
     nothing. Created by the runtime; there is no public constructor.
     """
 
-    __slots__ = ("_check_alive", "_ids", "_lists", "_notify", "_session")
+    __slots__ = ("_check_alive", "_next_step", "_next_turn", "_notify", "_session")
 
     def __init__(
         self,
         session: Session,
         *,
-        notify: InboxNotifications = _SILENT,
+        notify: InboxObserver = _SILENT,
         check_alive: Callable[[], None] = _noop,
     ) -> None:
         self._session = session
         self._notify = notify
         self._check_alive = check_alive
-        self._lists: dict[InboxTarget, tuple[UserMessage, ...]] = {
-            InboxTarget.NEXT_TURN: (),
-            InboxTarget.NEXT_STEP: (),
-        }
-        self._ids: set[MessageId] = set()
+        self._next_turn: tuple[UserMessage, ...] = ()
+        self._next_step: tuple[UserMessage, ...] = ()
         for event in session.events:
             if event.type == "agent/inbox/spliced":
                 self._replay(event)
@@ -102,17 +110,17 @@ class Inbox:
     @property
     def next_turn(self) -> tuple[UserMessage, ...]:
         """Prompts waiting for their own turn, oldest first."""
-        return self._lists[InboxTarget.NEXT_TURN]
+        return self._next_turn
 
     @property
     def next_step(self) -> tuple[UserMessage, ...]:
         """Input waiting for the next step boundary, oldest first."""
-        return self._lists[InboxTarget.NEXT_STEP]
+        return self._next_step
 
     @property
     def has_pending(self) -> bool:
         """Whether either list holds a message."""
-        return bool(self._ids)
+        return bool(self._next_turn or self._next_step)
 
     def __repr__(self) -> str:
         return (
@@ -125,7 +133,7 @@ class Inbox:
         """Append ``message`` to ``target``'s list (durable; fires ``inserted``)."""
         self._check_alive()
         t = coerce_target(target)
-        self._mutate(t, len(self._lists[t]), 0, (message,), discard=True)
+        self._mutate(t, len(self._list(t)), 0, (message,), discard=True)
 
     def prepend(self, target: InboxTarget | str, message: UserMessage) -> None:
         """Insert ``message`` at the front of ``target``'s list."""
@@ -150,7 +158,7 @@ class Inbox:
         """
         self._check_alive()
         t = coerce_target(target)
-        length = len(self._lists[t])
+        length = len(self._list(t))
         s = _normalise(start, length, what="start")
         s = max(length + s, 0) if s < 0 else min(s, length)
         d = _normalise(delete_count, length, what="delete_count")
@@ -190,36 +198,48 @@ class Inbox:
 
     def _clear(self) -> None:
         for target in (InboxTarget.NEXT_STEP, InboxTarget.NEXT_TURN):
-            n = len(self._lists[target])
+            n = len(self._list(target))
             if n:
                 self._mutate(target, 0, n, (), discard=True)
 
     def _claim(self, target: InboxTarget, turn: int) -> list[UserMessage]:
         """Take the batch of a boundary: all of next-step, plus one next-turn at a turn boundary."""
         batch: list[UserMessage] = []
-        n = len(self._lists[InboxTarget.NEXT_STEP])
+        n = len(self._next_step)
         if n:
             batch.extend(self._mutate(InboxTarget.NEXT_STEP, 0, n, (), discard=False))
-        if target is InboxTarget.NEXT_TURN and self._lists[InboxTarget.NEXT_TURN]:
+        if target is InboxTarget.NEXT_TURN and self._next_turn:
             batch.extend(self._mutate(InboxTarget.NEXT_TURN, 0, 1, (), discard=False))
-        claimed = self._notify.claimed
+        claimed = self._notify._inbox_claimed
         for message in batch:
             claimed(message, turn)
         return batch
 
     def _insert(self, target: InboxTarget, message: UserMessage) -> None:
-        self._mutate(target, len(self._lists[target]), 0, (message,), discard=True)
+        self._mutate(target, len(self._list(target)), 0, (message,), discard=True)
 
     # ------------------------------------------------------------------ internals
 
+    def _list(self, target: InboxTarget) -> tuple[UserMessage, ...]:
+        return self._next_turn if target is InboxTarget.NEXT_TURN else self._next_step
+
+    def _set(self, target: InboxTarget, items: tuple[UserMessage, ...]) -> None:
+        if target is InboxTarget.NEXT_TURN:
+            self._next_turn = items
+        else:
+            self._next_step = items
+
+    def _pending(self, message_id: str) -> bool:
+        return any(m.id == message_id for m in self._next_turn) or any(
+            m.id == message_id for m in self._next_step
+        )
+
     def _locate(self, message_id: str) -> tuple[InboxTarget, int] | None:
-        if message_id not in self._ids:
-            return None
         for target in (InboxTarget.NEXT_TURN, InboxTarget.NEXT_STEP):
-            for i, m in enumerate(self._lists[target]):
+            for i, m in enumerate(self._list(target)):
                 if m.id == message_id:
                     return target, i
-        return None  # pragma: no cover - _ids mirrors the lists
+        return None
 
     def _validate_inserted(
         self, inserted: Sequence[UserMessage], removed: Sequence[UserMessage]
@@ -231,15 +251,15 @@ class Inbox:
                 raise InvalidSpliceError(
                     f"inbox messages must be UserMessage values, got {type(m).__name__}"
                 )
-            if m.id in seen or (m.id in self._ids and m.id not in removed_ids):
+            if m.id in seen or (m.id not in removed_ids and self._pending(m.id)):
                 raise DuplicateMessageError(m.id)
             seen.add(m.id)
             try:
-                check_json(to_json(m), f"message {m.id!r}")
-            except TypeError as exc:
+                _check_user_message(m)
+            except DataShapeError as exc:
                 raise InvalidSpliceError(
-                    f"message {m.id!r} is not JSON-serialisable: {exc}"
-                ) from exc
+                    f"message {m.id!r} is not a valid UserMessage: {exc.describe('message')}"
+                ) from None
 
     def _mutate(
         self,
@@ -252,14 +272,14 @@ class Inbox:
     ) -> list[UserMessage]:
         if not delete_count and not inserted:
             return []
-        current = self._lists[target]
+        current = self._list(target)
         removed = current[start : start + delete_count]
         if inserted:
             self._validate_inserted(inserted, removed)
         outcome: Literal["canceled"] | None = (
             "canceled" if discard and delete_count else None
         )
-        self._session.append(
+        self._session._append_trusted(
             "agent/inbox/spliced",
             InboxSplice(
                 target=target,
@@ -269,20 +289,13 @@ class Inbox:
                 outcome=outcome,
             ),
         )
-        self._lists[target] = (
-            current[:start] + inserted + current[start + delete_count :]
-        )
-        ids = self._ids
-        for m in removed:
-            ids.discard(m.id)
-        for m in inserted:
-            ids.add(m.id)
+        self._set(target, current[:start] + inserted + current[start + delete_count :])
         if discard:
-            discarded = self._notify.discarded
+            discarded = self._notify._inbox_discarded
             for m in removed:
                 discarded(m)
         if inserted:
-            notify_inserted = self._notify.inserted
+            notify_inserted = self._notify._inbox_inserted
             for m in inserted:
                 notify_inserted(m)
         return list(removed)
@@ -291,7 +304,7 @@ class Inbox:
         data = event.data
         if not isinstance(data, InboxSplice):
             raise _fold_error(event.seq, "data is not an inbox splice")
-        current = self._lists[data.target]
+        current = self._list(data.target)
         start, count = data.start, data.removed_count or 0
         if (
             start < 0
@@ -306,12 +319,8 @@ class Inbox:
         removed = current[start : start + count]
         removed_ids = {m.id for m in removed}
         for m in data.inserted:
-            if m.id in self._ids and m.id not in removed_ids:
+            if m.id not in removed_ids and self._pending(m.id):
                 raise _fold_error(event.seq, f'message "{m.id}" is already pending')
-        self._lists[data.target] = (
-            current[:start] + data.inserted + current[start + count :]
+        self._set(
+            data.target, current[:start] + data.inserted + current[start + count :]
         )
-        for m in removed:
-            self._ids.discard(m.id)
-        for m in data.inserted:
-            self._ids.add(m.id)

@@ -134,7 +134,7 @@ class SystemPromptProjection:
         session = self._session
         nodes = self._system_nodes()
         if not nodes:
-            session.append(
+            session._append_trusted(
                 "system/message",
                 SystemMessageData(
                     turn=turn, step=step, message=_system_message(rendered)
@@ -147,7 +147,7 @@ class SystemPromptProjection:
             data = events[seq].data
             assert isinstance(data, SystemMessageData)
             if _node_text(data.message) != "":
-                session.append(
+                session._append_trusted(
                     "system/message",
                     SystemMessageData(
                         turn=turn, step=step, message=_system_message("")
@@ -159,7 +159,7 @@ class SystemPromptProjection:
         data = events[head].data
         assert isinstance(data, SystemMessageData)
         if _node_text(data.message) != rendered:
-            session.append(
+            session._append_trusted(
                 "system/message",
                 SystemMessageData(
                     turn=turn, step=step, message=_system_message(rendered)

