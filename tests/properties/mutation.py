@@ -14,12 +14,17 @@ from dsh_trio.testing import machine_settings
 MAX_SHRUNK_STEPS = 8
 
 
-def program_of(exc: BaseException) -> list[str]:
-    """The steps of the falsifying program hypothesis attached to ``exc``."""
-    notes = "\n".join(getattr(exc, "__notes__", ()))
+def program_of(exc: BaseException) -> list[str] | None:
+    """The rule steps of the falsifying program hypothesis attached to ``exc``.
+
+    ``None`` if no program was attached; ``[]`` for a failure in setup or teardown.
+    """
+    lines = "\n".join(getattr(exc, "__notes__", ())).splitlines()
+    if not any(line.startswith("state = ") for line in lines):
+        return None
     return [
         line
-        for line in notes.splitlines()
+        for line in lines
         if line.startswith("state.") and not line.startswith(("state.teardown(", "state.check_", "state.seed_"))
     ]
 
@@ -44,8 +49,8 @@ def assert_caught(
     except AssertionError as exc:
         message = str(exc)
         program = program_of(exc)
+        assert program is not None, f"no falsifying program was reported for: {message}"
         assert re.search(match, message), f"the machine failed for another reason: {message}\n" + "\n".join(program)
-        assert program, f"no falsifying program was reported for: {message}"
         assert len(program) <= MAX_SHRUNK_STEPS, "the program was not shrunk:\n" + "\n".join(program)
         return program
     pytest.fail(f"the machine did not report the broken runtime ({match!r})")

@@ -135,7 +135,11 @@ async def stream_model(
                 return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
     finally:
         aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
+        # An async generator that already finished (ran to its end, or an exception
+        # such as Cancelled came out of it) has nothing left to close: skip the
+        # shielded close and its deadline on that common path.
+        finished = getattr(iterator, "ag_frame", True) is None
+        if aclose is not None and not finished:
             try:
                 # The adapter may hold a connection; release it even while the consumer
                 # is being cancelled, but never wait on it without bound.

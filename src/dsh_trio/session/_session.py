@@ -165,10 +165,17 @@ class DerivedMessages(Sequence[Message]):
 
 
 class _Subscription:
-    __slots__ = ("listener",)
+    """One listener of a session; calling it unsubscribes (the idempotent disposer)."""
 
-    def __init__(self, listener: Callable[[SessionEvent], None]) -> None:
+    __slots__ = ("listener", "session")
+
+    def __init__(self, listener: Callable[[SessionEvent], None], session: Session) -> None:
         self.listener = listener
+        self.session = session
+
+    def __call__(self) -> None:
+        session = self.session
+        session._subs = tuple(s for s in session._subs if s is not self)
 
 
 def _invalid(seq: int, type_: str | None, what: str) -> InvalidEventError:
@@ -444,13 +451,9 @@ class Session:
         Returns:
             An idempotent disposer that unsubscribes this subscription.
         """
-        sub = _Subscription(listener)
+        sub = _Subscription(listener, self)
         self._subs = (*self._subs, sub)
-
-        def dispose() -> None:
-            self._subs = tuple(s for s in self._subs if s is not sub)
-
-        return dispose
+        return sub
 
     # ------------------------------------------------------------------ appending
 
