@@ -392,7 +392,9 @@ async def canceller(ctx: dsh.ToolContext) -> str:
 async def test_t2_tool_round_trip_with_a_deferred_context() -> None:
     from dsh_trio.testing import tool_calls
 
-    model = ScriptedModel(tool_calls(("c1", "echo", '{"text": "x"}'), text="calling"), reply("done"))
+    model = ScriptedModel(
+        tool_calls(("c1", "echo", '{"text": "x"}'), text="calling"), reply("done")
+    )
     async with dsh.open_runtime(models={"scripted": model}, tools=[echo]) as runtime:
         tracer = Tracer(runtime)
         async with runtime.agents.open("t2", options=OPTIONS) as agent:
@@ -421,11 +423,15 @@ async def test_t2_tool_round_trip_with_a_deferred_context() -> None:
             assert result.message.content[0].content == (dsh.TextBlock("echo:x"),)
 
 
-async def test_t11_a_concluding_tool_that_defers_a_context_still_runs_a_second_step() -> None:
+async def test_t11_a_concluding_tool_that_defers_a_context_still_runs_a_second_step() -> (
+    None
+):
     from dsh_trio.testing import tool_calls
 
     model = ScriptedModel(tool_calls(("c1", "finish_up", "{}")), reply("after note"))
-    async with dsh.open_runtime(models={"scripted": model}, tools=[finish_up]) as runtime:
+    async with dsh.open_runtime(
+        models={"scripted": model}, tools=[finish_up]
+    ) as runtime:
         async with runtime.agents.open("t11", options=OPTIONS) as agent:
             agent.followup(m("go"))
             await agent.when_idle()
@@ -437,8 +443,12 @@ async def test_t11_a_concluding_tool_that_defers_a_context_still_runs_a_second_s
 async def test_t15_three_calls_where_the_exclusive_one_cancels() -> None:
     from dsh_trio.testing import tool_calls
 
-    model = ScriptedModel(tool_calls(("c1", "p", "{}"), ("c2", "canceller", "{}"), ("c3", "p", "{}")))
-    async with dsh.open_runtime(models={"scripted": model}, tools=[p, canceller]) as runtime:
+    model = ScriptedModel(
+        tool_calls(("c1", "p", "{}"), ("c2", "canceller", "{}"), ("c3", "p", "{}"))
+    )
+    async with dsh.open_runtime(
+        models={"scripted": model}, tools=[p, canceller]
+    ) as runtime:
         tracer = Tracer(runtime)
         async with runtime.agents.open("t15", options=OPTIONS) as agent:
             agent.followup(m("go"))

@@ -625,3 +625,142 @@ async def test_pitfall_36_scoped_delivery_flows_up_the_ownership_chain(
     child.inject(m("c"))
     parent.inject(m("p"))
     assert heard == {"parent": ["child", "parent"], "child": ["child"], "sibling": []}
+
+
+# ---------------------------------------------------------------- tool pitfalls
+
+
+@dsh.tool
+async def conclude(ctx: dsh.ToolContext) -> str:
+    """Conclude the turn."""
+    ctx.conclude_turn()
+    return "done"
+
+
+@dsh.tool(parallel_safe=True)
+async def slow(ctx: dsh.ToolContext, n: int) -> str:
+    """A parallel-safe tool that waits for its gate."""
+    await GATES[n].wait()
+    return f"slow {n}"
+
+
+@dsh.tool
+async def add(ctx: dsh.ToolContext, a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+GATES: dict[int, trio.Event] = {}
+
+
+async def test_pitfall_19_concludes_turn_is_not_stop_now_when_input_is_pending() -> (
+    None
+):
+    model = ScriptedModel(
+        tool_calls(("c1", "conclude", "{}")), reply("after the steer")
+    )
+    async with dsh.open_runtime(models={"scripted": model}, tools=[conclude]) as rt:
+        async with rt.agents.open(options=OPTIONS) as agent:
+
+            async def pre_step(e: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+                if e.step == 1:
+                    agent.inject(
+                        m("pending context")
+                    )  # lands in next-step during step 1
+                return await next()
+
+            agent.scope.on("agent/pre-step", pre_step)
+            agent.followup(m("go"))
+            await agent.when_idle()
+            # ... but with next-step input pending, a concluded step still runs another step.
+            assert types_of(agent).count("step/start") == 2
+            assert turn_ends(agent) == [dsh.Completed()]
+
+
+async def test_pitfall_25_tool_call_is_appended_when_a_call_starts_and_results_commit_in_model_order() -> (
+    None
+):
+    GATES.clear()
+    GATES.update({1: trio.Event(), 2: trio.Event()})
+    model = ScriptedModel(
+        tool_calls(("c1", "slow", '{"n": 1}'), ("c2", "slow", '{"n": 2}')), reply("ok")
+    )
+    async with dsh.open_runtime(models={"scripted": model}, tools=[slow]) as rt:
+        async with rt.agents.open(options=OPTIONS) as agent:
+            agent.followup(m("go"))
+            await trio.testing.wait_all_tasks_blocked()
+            assert types_of(agent)[-2:] == [
+                "tool/call",
+                "tool/call",
+            ]  # both started (parallel)
+            GATES[2].set()  # the second finishes first ...
+            await trio.testing.wait_all_tasks_blocked()
+            assert "tool/result" not in types_of(agent)  # ... but waits for the first
+            GATES[1].set()
+            await agent.when_idle()
+            results = [
+                e.data.message.source.call_id
+                for e in agent.session.events
+                if e.type == "tool/result"
+            ]
+            assert results == ["c1", "c2"]
+
+
+async def test_pitfall_26_cancellation_result_codes() -> None:
+    GATES.clear()
+    GATES.update({1: trio.Event()})
+    model = ScriptedModel(
+        tool_calls(("c1", "slow", '{"n": 1}'), ("c2", "add", '{"a": 1, "b": 2}'))
+    )
+    async with dsh.open_runtime(models={"scripted": model}, tools=[slow, add]) as rt:
+        async with rt.agents.open(options=OPTIONS) as agent:
+            agent.followup(m("go"))
+            await trio.testing.wait_all_tasks_blocked()
+            agent.cancel(dsh.UserCancel())
+            await agent.when_idle()
+            codes = [
+                e.data.error.code
+                for e in agent.session.events
+                if e.type == "tool/result"
+            ]
+            assert codes == ["ABORTED", "ABORTED_BEFORE_DISPATCH"]
+            calls = [
+                e.data.call_id for e in agent.session.events if e.type == "tool/call"
+            ]
+            assert calls == ["c1", "c2"]  # the skipped call still gets its tool/call
+
+
+async def test_pitfall_27_a_failing_tool_body_is_a_result_not_a_crash() -> None:
+    @dsh.tool
+    async def explode(ctx: dsh.ToolContext) -> str:
+        """Fail."""
+        raise RuntimeError("kaboom")
+
+    model = ScriptedModel(tool_calls(("c1", "explode", "{}")), reply("recovered"))
+    async with dsh.open_runtime(models={"scripted": model}, tools=[explode]) as rt:
+        async with rt.agents.open(options=OPTIONS) as agent:
+            agent.followup(m("go"))
+            await agent.when_idle()
+            result = next(e for e in agent.session.events if e.type == "tool/result")
+            assert result.data.message.content[0].is_error
+            assert "kaboom" in result.data.message.content[0].content[0].text
+            assert turn_ends(agent) == [dsh.Completed()]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ("", "INVALID_ARGS"),
+        ("not json", "INVALID_ARGS"),
+        ('{"a": 1, "b": true}', "INVALID_ARGS"),
+        ('{"a": 1, "b": 2}', None),
+    ],
+)
+async def test_pitfall_28_argument_parsing(arguments: str, code: str | None) -> None:
+    model = ScriptedModel(tool_calls(("c1", "add", arguments)), reply("ok"))
+    async with dsh.open_runtime(models={"scripted": model}, tools=[add]) as rt:
+        async with rt.agents.open(options=OPTIONS) as agent:
+            agent.followup(m("go"))
+            await agent.when_idle()
+            result = next(e for e in agent.session.events if e.type == "tool/result")
+            assert (result.data.error.code if result.data.error else None) == code

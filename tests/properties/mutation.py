@@ -25,12 +25,17 @@ def program_of(exc: BaseException) -> list[str] | None:
     return [
         line
         for line in lines
-        if line.startswith("state.") and not line.startswith(("state.teardown(", "state.check_", "state.seed_"))
+        if line.startswith("state.")
+        and not line.startswith(("state.teardown(", "state.check_", "state.seed_"))
     ]
 
 
 def assert_caught(
-    machine: type[RuleBasedStateMachine], match: str, *, max_examples: int = 400, steps: int = 20
+    machine: type[RuleBasedStateMachine],
+    match: str,
+    *,
+    max_examples: int = 500,
+    steps: int = 10,
 ) -> list[str]:
     """Run ``machine``; it must fail with an error matching ``match`` and a shrunk program.
 
@@ -50,7 +55,11 @@ def assert_caught(
         message = str(exc)
         program = program_of(exc)
         assert program is not None, f"no falsifying program was reported for: {message}"
-        assert re.search(match, message), f"the machine failed for another reason: {message}\n" + "\n".join(program)
-        assert len(program) <= MAX_SHRUNK_STEPS, "the program was not shrunk:\n" + "\n".join(program)
+        assert re.search(match, message), (
+            f"the machine failed for another reason: {message}\n" + "\n".join(program)
+        )
+        assert len(program) <= MAX_SHRUNK_STEPS, (
+            "the program was not shrunk:\n" + "\n".join(program)
+        )
         return program
     pytest.fail(f"the machine did not report the broken runtime ({match!r})")

@@ -30,20 +30,29 @@ class StructuralMachine(AgentStateMachine):
 
     predict_scheduling = False
 
+
 # ------------------------------------------------------------------ message accounting
 
 
-def test_a_claimed_message_the_inbox_drops_is_reported_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_claimed_message_the_inbox_drops_is_reported_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = Inbox._claim
 
     def claim(self: Inbox, target: dsh.InboxTarget, turn: int) -> list[dsh.UserMessage]:
-        return original(self, target, turn)[:-1]  # the splice happened; the message vanishes
+        return original(self, target, turn)[
+            :-1
+        ]  # the splice happened; the message vanishes
 
     monkeypatch.setattr(Inbox, "_claim", claim)
-    assert_caught(AgentStateMachine, r"was lost: claimed at #\d+ into turn \d+, never written")
+    assert_caught(
+        AgentStateMachine, r"was lost: claimed at #\d+ into turn \d+, never written"
+    )
 
 
-def test_a_claimed_message_written_twice_is_reported_duplicated(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_claimed_message_written_twice_is_reported_duplicated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = Inbox._claim
 
     def claim(self: Inbox, target: dsh.InboxTarget, turn: int) -> list[dsh.UserMessage]:
@@ -54,7 +63,9 @@ def test_a_claimed_message_written_twice_is_reported_duplicated(monkeypatch: pyt
     assert_caught(AgentStateMachine, r"was duplicated")
 
 
-def test_an_inbox_edit_that_bypasses_the_log_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_inbox_edit_that_bypasses_the_log_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def remove(self: Inbox, message_id: str) -> bool:
         self._check_alive()
         found = self._locate(message_id)
@@ -66,10 +77,14 @@ def test_an_inbox_edit_that_bypasses_the_log_is_reported(monkeypatch: pytest.Mon
         return True
 
     monkeypatch.setattr(Inbox, "remove", remove)
-    assert_caught(AgentStateMachine, r"but the durable splices fold to|should append 1 splice")
+    assert_caught(
+        AgentStateMachine, r"but the durable splices fold to|should append 1 splice"
+    )
 
 
-def test_a_claim_without_its_notification_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_claim_without_its_notification_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(Agent, "_inbox_claimed", lambda self, message, turn: None)
     assert_caught(AgentStateMachine, r"live inbox notifications diverge from the log")
 
@@ -88,9 +103,14 @@ def test_a_repeated_status_event_is_reported(monkeypatch: pytest.MonkeyPatch) ->
     assert_caught(AgentStateMachine, r"agent/status events must alternate")
 
 
-def test_a_status_that_disagrees_with_its_events_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_status_that_disagrees_with_its_events_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(Agent, "status", property(lambda self: dsh.AgentStatus.IDLE))
-    assert_caught(StructuralMachine, r"agent\.status is idle but the last agent/status event said running")
+    assert_caught(
+        StructuralMachine,
+        r"agent\.status is idle but the last agent/status event said running",
+    )
 
 
 # ------------------------------------------------------------------ turns and steps
@@ -109,14 +129,23 @@ def test_a_reused_turn_number_is_reported(monkeypatch: pytest.MonkeyPatch) -> No
     assert_caught(AgentStateMachine, r"turn numbers must strictly increase")
 
 
-def _drop_events(monkeypatch: pytest.MonkeyPatch, kind: str, when: Callable[[Any], bool]) -> None:
+def _drop_events(
+    monkeypatch: pytest.MonkeyPatch, kind: str, when: Callable[[Any], bool]
+) -> None:
     """Make the session silently skip some appends of ``kind`` (both append paths)."""
     for name in ("append", "_append_trusted"):
         original = getattr(Session, name, None)
         if original is None:
             continue
 
-        def append(self: Session, type: str, data: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+        def append(
+            self: Session,
+            type: str,
+            data: Any,
+            *args: Any,
+            _original: Any = original,
+            **kwargs: Any,
+        ) -> Any:
             if type == kind and when(data):
                 return None
             return _original(self, type, data, *args, **kwargs)
@@ -125,8 +154,13 @@ def _drop_events(monkeypatch: pytest.MonkeyPatch, kind: str, when: Callable[[Any
 
 
 def test_a_missing_turn_end_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    _drop_events(monkeypatch, "turn/end", lambda data: isinstance(data.reason, dsh.Aborted))
-    assert_caught(StructuralMachine, r"no turn may stay open|runs exactly while a turn is open|starts while turn \d+ is still open")
+    _drop_events(
+        monkeypatch, "turn/end", lambda data: isinstance(data.reason, dsh.Aborted)
+    )
+    assert_caught(
+        StructuralMachine,
+        r"no turn may stay open|runs exactly while a turn is open|starts while turn \d+ is still open",
+    )
 
 
 def test_a_missing_step_end_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,7 +171,9 @@ def test_a_missing_step_end_is_reported(monkeypatch: pytest.MonkeyPatch) -> None
 # ------------------------------------------------------------------ causes and scheduling
 
 
-def test_a_cancel_that_overwrites_the_first_cause_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cancel_that_overwrites_the_first_cause_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def cancel(self: CancelSignal, cause: dsh.CancelCause) -> bool:
         self._cause = cause  # last cause wins instead of the first
         self._scope.cancel()
@@ -147,10 +183,14 @@ def test_a_cancel_that_overwrites_the_first_cause_is_reported(monkeypatch: pytes
     assert_caught(AgentStateMachine, r"the first cause issued during it")
 
 
-def test_a_cancel_that_aborts_nothing_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cancel_that_aborts_nothing_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = Agent.cancel
 
-    def cancel(self: Agent, cause: dsh.CancelCause, *, keep_inbox: bool = False) -> None:
+    def cancel(
+        self: Agent, cause: dsh.CancelCause, *, keep_inbox: bool = False
+    ) -> None:
         if not isinstance(cause, dsh.DisposedCancel):
             keep_inbox = keep_inbox or False
             if not keep_inbox:
@@ -159,7 +199,10 @@ def test_a_cancel_that_aborts_nothing_is_reported(monkeypatch: pytest.MonkeyPatc
         original(self, cause, keep_inbox=keep_inbox)
 
     monkeypatch.setattr(Agent, "cancel", cancel)
-    assert_caught(AgentStateMachine, r"should end Aborted|still open after|still running after|expected AgentCancelled")
+    assert_caught(
+        AgentStateMachine,
+        r"should end Aborted|still open after|still running after|expected AgentCancelled|when_idle\(\) never completed",
+    )
 
 
 def test_a_lost_wake_latch_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,12 +215,18 @@ def test_a_lost_wake_latch_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_caught(AgentStateMachine, r"waking input sent after the abort is latched")
 
 
-def test_a_disposed_cause_that_latches_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_disposed_cause_that_latches_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = Agent._wake_driver
 
     def wake_driver(self: Agent, after_abort: bool = False) -> None:
         signal = self._signal
-        if self._kind != 0 and signal is not None and isinstance(signal.cause, dsh.DisposedCancel):
+        if (
+            self._kind != 0
+            and signal is not None
+            and isinstance(signal.cause, dsh.DisposedCancel)
+        ):
             self._wake = True  # latches under DisposedCancel too
             return
         original(self, after_abort)
@@ -186,11 +235,20 @@ def test_a_disposed_cause_that_latches_is_reported(monkeypatch: pytest.MonkeyPat
     assert_caught(AgentStateMachine, r"a DisposedCancel never latches a wake")
 
 
-def test_waking_input_after_an_abort_that_is_not_redirected_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_waking_input_after_an_abort_that_is_not_redirected_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def send(self: Agent, message: dsh.UserMessage, target: Any, wakeup: bool) -> None:
         self._check_alive()
-        after_abort = wakeup and self._kind != 0 and self._signal is not None and self._signal.cancelled
-        self.inbox._insert(dsh.InboxTarget(target), message)  # the redirection is missing
+        after_abort = (
+            wakeup
+            and self._kind != 0
+            and self._signal is not None
+            and self._signal.cancelled
+        )
+        self.inbox._insert(
+            dsh.InboxTarget(target), message
+        )  # the redirection is missing
         if wakeup:
             self._wake_driver(after_abort)
 
@@ -198,17 +256,23 @@ def test_waking_input_after_an_abort_that_is_not_redirected_is_reported(monkeypa
     assert_caught(AgentStateMachine, r"waking input after an abort goes to next-turn")
 
 
-def test_keep_inbox_that_does_not_park_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_keep_inbox_that_does_not_park_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = Agent.cancel
 
-    def cancel(self: Agent, cause: dsh.CancelCause, *, keep_inbox: bool = False) -> None:
+    def cancel(
+        self: Agent, cause: dsh.CancelCause, *, keep_inbox: bool = False
+    ) -> None:
         original(self, cause, keep_inbox=False)  # keep_inbox ignored
 
     monkeypatch.setattr(Agent, "cancel", cancel)
     assert_caught(AgentStateMachine, r"must leave the inbox as it was")
 
 
-def test_a_maintenance_that_forgets_its_latched_wake_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_maintenance_that_forgets_its_latched_wake_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = Agent.run_maintenance
 
     async def run_maintenance(self: Agent, task: Any) -> Any:
@@ -221,23 +285,33 @@ def test_a_maintenance_that_forgets_its_latched_wake_is_reported(monkeypatch: py
         return await original(self, forgetful)
 
     monkeypatch.setattr(Agent, "run_maintenance", run_maintenance)
-    assert_caught(AgentStateMachine, r"a turn must start iff a wake was latched|waking input sent after the abort is latched")
+    assert_caught(
+        AgentStateMachine,
+        r"a turn must start iff a wake was latched|waking input sent after the abort is latched",
+    )
 
 
 # ------------------------------------------------------------------ idleness, disposal, tasks
 
 
-def test_when_idle_that_never_completes_is_reported_as_a_deadlock(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_when_idle_that_never_completes_is_reported_as_a_deadlock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = Agent._drive
 
     async def drive(self: Agent, done: trio.Event, opened: Any) -> None:
         await original(self, trio.Event(), opened)  # the activity's event is never set
 
     monkeypatch.setattr(Agent, "_drive", drive)
-    assert_caught(AgentStateMachine, r"when_idle\(\) never completed|blocked while every task was idle")
+    assert_caught(
+        AgentStateMachine,
+        r"when_idle\(\) never completed|blocked while every task was idle",
+    )
 
 
-def test_a_suppressed_agent_disposed_event_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_suppressed_agent_disposed_event_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = dsh.EventBus.emit
 
     def emit(self: dsh.EventBus, name: str, payload: Any, **kwargs: Any) -> None:
@@ -245,10 +319,15 @@ def test_a_suppressed_agent_disposed_event_is_reported(monkeypatch: pytest.Monke
             original(self, name, payload, **kwargs)
 
     monkeypatch.setattr(dsh.EventBus, "emit", emit)
-    assert_caught(AgentStateMachine, r"agent/disposed must be emitted exactly once; it was 0 times")
+    assert_caught(
+        AgentStateMachine,
+        r"agent/disposed must be emitted exactly once; it was 0 times",
+    )
 
 
-def test_a_repeated_agent_disposed_event_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeated_agent_disposed_event_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = dsh.EventBus.emit
 
     def emit(self: dsh.EventBus, name: str, payload: Any, **kwargs: Any) -> None:
@@ -257,15 +336,24 @@ def test_a_repeated_agent_disposed_event_is_reported(monkeypatch: pytest.MonkeyP
             original(self, name, payload, **kwargs)
 
     monkeypatch.setattr(dsh.EventBus, "emit", emit)
-    assert_caught(AgentStateMachine, r"agent/disposed must be emitted exactly once; it was 2 times")
+    assert_caught(
+        AgentStateMachine,
+        r"agent/disposed must be emitted exactly once; it was 2 times",
+    )
 
 
-def test_input_accepted_after_dispose_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_input_accepted_after_dispose_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(Agent, "_check_alive", lambda self: None)
-    assert_caught(AgentStateMachine, r"should raise AgentDisposedError|appended after dispose")
+    assert_caught(
+        AgentStateMachine, r"should raise AgentDisposedError|appended after dispose"
+    )
 
 
-def test_a_task_that_outlives_the_runtime_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_task_that_outlives_the_runtime_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = AgentHandle._teardown
 
     async def teardown(self: AgentHandle) -> None:
@@ -276,7 +364,9 @@ def test_a_task_that_outlives_the_runtime_is_reported(monkeypatch: pytest.Monkey
     assert_caught(AgentStateMachine, r"tasks outlived the runtime: \['leaked-writer'")
 
 
-def test_an_idle_agent_that_holds_a_task_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_idle_agent_that_holds_a_task_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = Agent._drive
 
     async def drive(self: Agent, done: trio.Event, opened: Any) -> None:
@@ -284,7 +374,10 @@ def test_an_idle_agent_that_holds_a_task_is_reported(monkeypatch: pytest.MonkeyP
         await trio.sleep_forever()  # the driver task lingers after going idle
 
     monkeypatch.setattr(Agent, "_drive", drive)
-    assert_caught(AgentStateMachine, r"an idle agent must hold no task|tasks still run in the runtime")
+    assert_caught(
+        AgentStateMachine,
+        r"an idle agent must hold no task|tasks still run in the runtime",
+    )
 
 
 def test_the_mutation_helper_fails_on_a_correct_runtime() -> None:

@@ -397,7 +397,9 @@ def test_empty_assistant_message_is_skipped(session: Session) -> None:
     assert texts(session.derive_messages()) == ["persona", "q", "a", "out", "more"]
 
 
-def test_derive_returns_an_immutable_snapshot_of_shared_messages(session: Session) -> None:
+def test_derive_returns_an_immutable_snapshot_of_shared_messages(
+    session: Session,
+) -> None:
     first = session.derive_messages()
     assert not hasattr(first, "append")
     session.append("user/message", user_message("later"), surface_op="append")

@@ -169,7 +169,9 @@ class _Subscription:
 
     __slots__ = ("listener", "session")
 
-    def __init__(self, listener: Callable[[SessionEvent], None], session: Session) -> None:
+    def __init__(
+        self, listener: Callable[[SessionEvent], None], session: Session
+    ) -> None:
         self.listener = listener
         self.session = session
 

@@ -12,8 +12,12 @@ with :func:`advance_by`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import queue
+import sys
 import typing
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, TypeVarTuple, Unpack
 
@@ -30,6 +34,8 @@ Ts = TypeVarTuple("Ts")
 # stuck. Longer than any settle() the operation itself performs (those use 0), so
 # the watchdog only fires once the operation is done or waits on something else.
 _WATCHDOG_CUSHION = 0.001
+# How many stuck waits close() breaks open before it abandons the run.
+_MAX_FORCED_ABORTS = 8
 
 
 class Deadlock(AssertionError):
@@ -47,9 +53,12 @@ async def settle(cushion: float = 0.0) -> None:
     """
     while True:
         await trio.testing.wait_all_tasks_blocked(cushion)
-        if trio.testing.active_thread_count() == 0:
+        if trio.testing.active_thread_count():
+            await trio.testing.wait_all_threads_completed()
+        elif not trio.lowlevel.current_statistics().tasks_runnable:
+            # Waiters with the same cushion wake together: one of them may have
+            # work to do now, so only a wake-up with nobody else runnable counts.
             return
-        await trio.testing.wait_all_threads_completed()
 
 
 async def advance_by(clock: trio.testing.MockClock, seconds: float) -> None:
@@ -112,6 +121,7 @@ class GuestLoop:
         self._token: trio.lowlevel.TrioToken | None = None
         self._root: trio.lowlevel.Task | None = None
         self._baseline: frozenset[trio.lowlevel.Task] = frozenset()
+        self._stuck: str | None = None
         trio.lowlevel.start_guest_run(
             self._main,
             run_sync_soon_threadsafe=self._todo.put,
@@ -280,9 +290,13 @@ class GuestLoop:
         Cleanup code that shields itself from the cancellation still runs; virtual
         time jumps from deadline to deadline while it does. A task that then stays
         blocked with nothing left to wake it (a shielded wait that can never end)
-        gets :class:`Deadlock` raised into it, so closing never hangs. Idempotent.
+        gets :class:`Deadlock` raised into it. If the run still cannot finish after
+        a few of those, it is abandoned: trio's run loop and every task are closed
+        where they stand, and :class:`Deadlock` is raised. Closing never hangs.
+        Idempotent.
 
         Raises:
+            Deadlock: the run had to be abandoned.
             BaseException: what crashed the run, if anything did (an
                 :class:`ExceptionGroup` holding :class:`Deadlock` for a stuck task).
         """
@@ -295,12 +309,19 @@ class GuestLoop:
                 self.nursery.cancel_scope.cancel(reason="GuestLoop.close()")
 
             self._token.run_sync_soon(begin)
-            self._pump_until(lambda: self._done)
+            self._pump_until(lambda: self._done or self._stuck is not None)
+            if not self._done:
+                stuck = self._stuck
+                self._abandon()
+                raise Deadlock(
+                    f"the trio run could not finish after it was cancelled: {stuck}"
+                )
         self._raise_if_crashed()
 
     async def _reap(self) -> None:
         """Unstick the run during :meth:`close`: fire deadlines, then abort stuck waits."""
         me = trio.lowlevel.current_task()
+        aborted: list[str] = []
         while True:
             await settle(cushion=_WATCHDOG_CUSHION)
             step = trio.lowlevel.current_statistics().seconds_to_next_deadline
@@ -318,10 +339,14 @@ class GuestLoop:
                 and not t.child_nurseries
                 and getattr(t, "_abort_func", None) is not None
             ]
-            if not stuck:
-                await trio.lowlevel.checkpoint()
-                continue
+            if not stuck or len(aborted) >= _MAX_FORCED_ABORTS:
+                # Nothing more to try: hand the run to close() for abandonment. Spin
+                # on checkpoints so the next tick waits on the host, not in a thread.
+                self._stuck = ", ".join(aborted) or "no task could be woken"
+                while True:
+                    await trio.lowlevel.checkpoint()
             victim = stuck[0]
+            aborted.append(victim.name)
             error = Deadlock(
                 f"task {victim.name!r} was still blocked after the run was cancelled"
             )
@@ -332,3 +357,51 @@ class GuestLoop:
             # A shielded wait that nothing will ever end: deliver the error the way
             # trio delivers a cancellation (the wait's own abort hook cleans up).
             victim._attempt_abort(raise_deadlock)
+
+    def _abandon(self) -> None:
+        """Close a run that cannot finish: its run loop first, then every task's coroutine.
+
+        The abandoned run's objects complain as they are finalised (nurseries with
+        children, async generators that cannot finish, closed file descriptors);
+        those complaints are about a run being thrown away on purpose, so they are
+        collected and dropped here rather than surfacing later in an unrelated test.
+        """
+        tasks = self._all_tasks()
+        coroutines = [t.coro for t in tasks]
+        nurseries = [n for t in tasks for n in t.child_nurseries]
+        del tasks
+        while True:
+            item = self._todo.get()
+            run_loop = getattr(
+                getattr(item, "__self__", None), "unrolled_run_gen", None
+            )
+            if run_loop is not None:
+                break
+            item()  # a callback on its way to the next tick
+        self._done = True
+        self._root = self._nursery = self._token = None
+        self._baseline = frozenset()
+        previous_hook = sys.unraisablehook
+        sys.unraisablehook = _drop_unraisable
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter(
+                    "ignore"
+                )  # "guest run got abandoned": the point here
+                run_loop.close()
+                for coroutine in coroutines:
+                    # Cleanup code now runs outside any trio run and may fail; the
+                    # Deadlock close() raises next is the report.
+                    with contextlib.suppress(Exception):
+                        coroutine.close()
+                for nursery in nurseries:
+                    # Its tasks will never finish; let it be finalised quietly.
+                    nursery._children.clear()
+                del coroutines, nurseries, run_loop, item
+                gc.collect()
+        finally:
+            sys.unraisablehook = previous_hook
+
+
+def _drop_unraisable(unraisable: typing.Any) -> None:
+    return None

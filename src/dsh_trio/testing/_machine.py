@@ -998,10 +998,10 @@ class AgentStateMachine(RuleBasedStateMachine):
         """Start a maintenance task that blocks, completes or fails."""
         self.apply(op)
 
-    @precondition(lambda self: self.subject.blocked_maintenance() is not None)
+    @precondition(lambda self: self._busy())
     @rule(op=cancels())
-    def cancel_maintenance(self, op: Cancel) -> None:
-        """Cancel while a maintenance task is blocked (then send in the same tick)."""
+    def cancel_busy(self, op: Cancel) -> None:
+        """Cancel while a turn or a maintenance task runs (then send in the same tick)."""
         self.apply(op)
 
     @precondition(lambda self: self.subject.blocked_maintenance() is not None)
@@ -1734,25 +1734,27 @@ class AgentStateMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """Release the model, wait for idleness, dispose, close the runtime, check no task is left."""
-        failing = sys.exc_info()[1] is not None
+        if sys.exc_info()[1] is not None:
+            self._close_quietly()  # a failure is already propagating: it is the report
+            return
         try:
-            if not failing:
-                self.apply(WaitIdle())
-                self._apply_dispose(self.subject, revive=False)
-                self.assert_invariants()
-                self.host.stop()
-                leaked = self.loop.live_tasks()
-                if leaked:
-                    raise _fail(
-                        f"tasks outlived the runtime: {[t.name for t in leaked]}"
-                    )
-        finally:
-            if failing:
-                # A failure is already propagating; it is the report, not a closing error.
-                with contextlib.suppress(Exception):
-                    self.loop.close()
-            else:
-                self.loop.close()
+            self.apply(WaitIdle())
+            self._apply_dispose(self.subject, revive=False)
+            self.assert_invariants()
+            self.host.stop()
+            leaked = self.loop.live_tasks()
+            if leaked:
+                raise _fail(f"tasks outlived the runtime: {[t.name for t in leaked]}")
+        except BaseException:
+            self._close_quietly()
+            raise
+        self.loop.close()
+
+    def _close_quietly(self) -> None:
+        # Only while another failure propagates: that failure is the report, not
+        # what closing a broken run raises on top of it.
+        with contextlib.suppress(Exception):
+            self.loop.close()
 
     # ------------------------------------------------------------------ replay
 
