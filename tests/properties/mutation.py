@@ -2,32 +2,69 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import Phase
+from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from dsh_trio.testing import machine_settings
+
+#: How long hypothesis may shrink one falsifying program. Deleting steps comes
+#: first and is quick; what a longer budget buys is mostly smaller argument values.
+SHRINK_SECONDS = float(os.environ.get("DSH_MUTATION_SHRINK_SECONDS", "3"))
 
 #: A shrunk program longer than this (rules, not counting setup/teardown) fails the test.
 MAX_SHRUNK_STEPS = 8
 
 
-def program_of(exc: BaseException) -> list[str] | None:
+@contextlib.contextmanager
+def _shrinking_budget(seconds: float) -> Iterator[None]:
+    """Bound hypothesis's shrinking time (its own default is five minutes)."""
+    previous = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    if previous is None:  # another hypothesis version: keep its default
+        yield
+        return
+    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = previous
+
+
+def _rule_names(machine: type[RuleBasedStateMachine]) -> set[str]:
+    """Names of the machine's ``@rule`` methods (not invariants, not initialize rules)."""
+    return {
+        name
+        for klass in machine.__mro__
+        for name, value in vars(klass).items()
+        if getattr(value, "hypothesis_stateful_rule", None) is not None
+    }
+
+
+def program_of(
+    exc: BaseException, machine: type[RuleBasedStateMachine]
+) -> list[str] | None:
     """The rule steps of the falsifying program hypothesis attached to ``exc``.
 
+    Each step is one string (a step printed over several lines is joined).
     ``None`` if no program was attached; ``[]`` for a failure in setup or teardown.
     """
     lines = "\n".join(getattr(exc, "__notes__", ())).splitlines()
     if not any(line.startswith("state = ") for line in lines):
         return None
-    return [
-        line
-        for line in lines
-        if line.startswith("state.")
-        and not line.startswith(("state.teardown(", "state.check_", "state.seed_"))
-    ]
+    steps: list[list[str]] = []
+    for line in lines:
+        if line.startswith("state."):
+            steps.append([line])
+        elif steps and line.startswith(" "):
+            steps[-1].append(line.strip())
+    rules = _rule_names(machine)
+    return [" ".join(step) for step in steps if step[0][6:].split("(")[0] in rules]
 
 
 def assert_caught(
@@ -35,13 +72,16 @@ def assert_caught(
     match: str,
     *,
     max_examples: int = 500,
-    steps: int = 10,
+    steps: int = 15,
 ) -> list[str]:
     """Run ``machine``; it must fail with an error matching ``match`` and a shrunk program.
 
     Returns:
         The steps of the shrunk program.
     """
+    salt = os.environ.get("DSH_MUTATION_SALT")
+    if salt:  # another derandomized seed: hypothesis derives it from the class
+        machine = type(f"{machine.__name__}{salt}", (machine,), {})
     settings = machine_settings(
         "ci",
         max_examples=max_examples,
@@ -50,10 +90,11 @@ def assert_caught(
         report_multiple_bugs=False,
     )
     try:
-        run_state_machine_as_test(machine, settings=settings)
+        with _shrinking_budget(SHRINK_SECONDS):
+            run_state_machine_as_test(machine, settings=settings)
     except AssertionError as exc:
         message = str(exc)
-        program = program_of(exc)
+        program = program_of(exc, machine)
         assert program is not None, f"no falsifying program was reported for: {message}"
         assert re.search(match, message), (
             f"the machine failed for another reason: {message}\n" + "\n".join(program)
@@ -61,5 +102,7 @@ def assert_caught(
         assert len(program) <= MAX_SHRUNK_STEPS, (
             "the program was not shrunk:\n" + "\n".join(program)
         )
+        if os.environ.get("DSH_MUTATION_VERBOSE"):
+            print(f"\n{len(program)} steps: {match}\n  " + "\n  ".join(program))
         return program
     pytest.fail(f"the machine did not report the broken runtime ({match!r})")

@@ -4,7 +4,8 @@ One trio run per example (guest mode); each "life" is one ``open_runtime`` block
 over the same JSONL directory with one agent, created or resumed. A crash snapshots
 the log file, shuts the life down, and writes the snapshot back cut at a random byte
 at or after the last byte known to be durable (fsynced), as a power loss would leave
-it. A graceful restart disposes the agent instead.
+it. A graceful restart disposes the agent instead. Either way a new life resumes the
+session at once.
 
 Checked after a crash and a resume:
 
@@ -15,14 +16,17 @@ Checked after a crash and a resume:
 * the inbox is restored: it equals the fold of the surviving splices (and the
   inbox at crash time when nothing was lost).
 
-And after every step, for the live agent, the structural invariants of
-:class:`~dsh_trio.testing.AgentStateMachine`'s log checker.
+And after every step, for the live agent: the structural invariants of
+:class:`~dsh_trio.testing.AgentStateMachine`'s log checker (over the whole log,
+earlier lives included), and the durability policy: with ``"always"`` every written
+event is durable, with ``"turn"`` at least everything up to the last ``turn/end``.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
+import itertools
 import os
 import shutil
 import sys
@@ -33,25 +37,25 @@ from typing import Any
 import attrs
 import trio
 import trio.testing
-from hypothesis import strategies as st
+from hypothesis import event, strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
-    precondition,
     rule,
 )
 
 import dsh_trio as dsh
+from dsh_trio._values import TurnEnd
 from dsh_trio.session._codec import event_to_json
-from dsh_trio.testing import GuestLoop, answers, cancel_causes, reply, user_messages
+from dsh_trio.testing import GuestLoop, advance_to_next_deadline, answers, reply, sends
 from dsh_trio.testing._machine import (
     InvariantViolation,
     LogChecker,
     ModelDesk,
     RuntimeHost,
 )
-from dsh_trio.testing._strategies import Answer
+from dsh_trio.testing._strategies import CAUSES, Answer, Cancel, Send
 
 SESSION_ID = "persisted"
 OPTIONS = dsh.AgentOptions(provider="scripted", model="scripted-model")
@@ -69,16 +73,16 @@ class Durable:
 
 
 class TrackingWriter:
-    """A :class:`SessionWriter` that records how far the log is durable.
+    """A :class:`SessionWriter` over a JSONL writer that records how far the log is durable.
 
-    Each batch is written only once every other task is blocked, so what a batch
-    holds depends on the schedule, never on how fast a worker thread finishes.
+    It does the disk work of an append inline instead of in a worker thread, so
+    what the recorder puts in each batch (and so which batches are fsynced)
+    depends only on trio's schedule, never on how fast a thread finishes.
     """
 
-    def __init__(self, inner: Any, durable: Durable, path: str) -> None:
+    def __init__(self, inner: Any, durable: Durable) -> None:
         self._inner = inner
         self._durable = durable
-        self._path = path
 
     @property
     def header(self) -> dsh.SessionHeader:
@@ -89,14 +93,15 @@ class TrackingWriter:
         return self._inner.durable_seq  # type: ignore[no-any-return]
 
     async def append(self, events: Sequence[dsh.SessionEvent], *, sync: bool) -> None:
-        await trio.testing.wait_all_tasks_blocked()
-        existed = await trio.to_thread.run_sync(os.path.exists, self._path)
-        await self._inner.append(events, sync=sync)
-        if sync or not existed:  # the first write creates the file fsynced
-            self._durable.seq = self._inner.durable_seq
-            self._durable.size = await trio.to_thread.run_sync(
-                os.path.getsize, self._path
-            )
+        inner = self._inner
+        if any(e.seq != inner.durable_seq + i for i, e in enumerate(events)):
+            await inner.append(events, sync=sync)  # raises PersistenceSeqError
+        first = not inner._materialised  # the first write creates the file, fsynced
+        inner._append_sync(tuple(events), sync)
+        await trio.lowlevel.checkpoint()
+        if sync or first:
+            self._durable.seq = inner.durable_seq
+            self._durable.size = inner._size
 
     async def close(self) -> None:
         await self._inner.close()
@@ -115,16 +120,16 @@ class TrackingPersistence:
 
     async def create(self, header: dsh.SessionHeader) -> TrackingWriter:
         writer = await self.inner.create(header)
-        return TrackingWriter(writer, self.durable, self.inner.path_for(header))
+        return TrackingWriter(writer, self.durable)
 
     async def open(
         self, session_id: str
     ) -> tuple[TrackingWriter, list[dsh.SessionEvent]]:
         writer, events = await self.inner.open(session_id)
-        path = self.inner.path_for(writer.header)
+        # What a new process finds on disk (cut after its last intact line) is durable.
         self.durable.seq = len(events)
-        self.durable.size = await trio.to_thread.run_sync(os.path.getsize, path)
-        return TrackingWriter(writer, self.durable, path), events
+        self.durable.size = writer._size
+        return TrackingWriter(writer, self.durable), events
 
     async def exists(self, session_id: str) -> bool:
         return await self.inner.exists(session_id)
@@ -180,8 +185,6 @@ class PersistenceMachine(RuleBasedStateMachine):
         self.durability = "turn"
         self.life: Life | None = None
         self.expect: Expectation | None = None
-        self.lives = 0
-        self.message_counter = 0
 
     # ------------------------------------------------------------------ lives
 
@@ -191,7 +194,6 @@ class PersistenceMachine(RuleBasedStateMachine):
             self.loop, models={"scripted": self.desk.model}, persistence=persistence
         )
         runtime = host.start()
-        self.lives += 1
 
         async def create() -> dsh.AgentHandle:
             if resume:
@@ -220,61 +222,72 @@ class PersistenceMachine(RuleBasedStateMachine):
         self.durability = durability
         self._open_life(resume=False)
 
-    @precondition(lambda self: self.life is not None)
-    @rule(
-        message=user_messages(),
-        how=st.sampled_from(("followup", "steer", "inject", "queue")),
-    )
-    def send(self, message: dsh.UserMessage, how: str) -> None:
+    # Rules with nothing to act on do nothing rather than carry a precondition,
+    # which would keep hypothesis's shrinker from deleting steps.
+
+    @rule(op=sends())
+    def send(self, op: Send) -> None:
         life = self.life
-        assert life is not None
+        if life is None:
+            return
 
         def send_now() -> None:
             agent = life.agent
             try:
-                if how == "followup":
-                    agent.followup(message)
-                elif how == "steer":
-                    agent.steer(message)
-                elif how == "inject":
-                    agent.inject(message)
+                if op.method == "followup":
+                    agent.followup(op.message)
+                elif op.method == "steer":
+                    agent.steer(op.message)
+                elif op.method == "inject":
+                    agent.inject(op.message)
                 else:
-                    agent.inbox.append("next-turn", message)
+                    agent.send(op.message, op.target, op.wakeup)
             except dsh.DuplicateMessageError:
                 pass
 
         self.loop.run_sync(send_now)
 
-    @precondition(lambda self: self.life is not None and bool(self.desk.unanswered))
     @rule(op=answers("reply", "tool-calls", "max-tokens", "fail", "hang", "gate"))
     def answer_model(self, op: Answer) -> None:
+        if self.life is None or not self.desk.unanswered:
+            return
         script = self.desk.script_for(op, ("lookup",), lambda name: "{}")
         self.loop.run_sync(lambda: self.desk.answer(script, hangs=op.kind == "hang"))
 
-    @precondition(
-        lambda self: self.life is not None and self.desk.held_gate() is not None
-    )
     @rule()
     def release_gate(self) -> None:
-        self.loop.run_sync(self.desk.open_gate)
+        if self.life is not None and self.desk.held_gate() is not None:
+            self.loop.run_sync(self.desk.open_gate)
 
-    @precondition(lambda self: self.life is not None)
-    @rule(cause=cancel_causes(), keep_inbox=st.booleans())
-    def cancel(self, cause: dsh.CancelCause, keep_inbox: bool) -> None:
+    @rule(
+        op=st.sampled_from(
+            [Cancel(c, k) for c, k in itertools.product(CAUSES, (False, True))]
+        )
+    )
+    def cancel(self, op: Cancel) -> None:
         life = self.life
-        assert life is not None
-        self.loop.run_sync(lambda: life.agent.cancel(cause, keep_inbox=keep_inbox))
+        if life is None:
+            return
+        self.loop.run_sync(
+            lambda: life.agent.cancel(op.cause, keep_inbox=op.keep_inbox)
+        )
 
-    @precondition(lambda self: self.life is not None)
     @rule(cut=st.integers(min_value=0, max_value=1 << 16))
     def crash(self, cut: int) -> None:
-        """The process dies: the file keeps what was durable, and an arbitrary part of the rest."""
+        """The process dies (the file keeps what was durable and some of the rest); a new one resumes."""
         life = self.life
-        assert life is not None
+        if life is None:
+            return
+        self._crash(life, cut)
+        self._resume()
+
+    def _crash(self, life: Life, cut: int) -> None:
         path = self._log_path(life)
         exists = os.path.exists(path)
         data = _read(path) if exists else b""
-        durable = attrs.evolve(life.persistence.durable)  # as of now, not after the shutdown
+        durable = attrs.evolve(
+            life.persistence.durable
+        )  # as of now, not after the shutdown
         events = list(life.agent.session.events)
         inbox = (life.agent.inbox.next_turn, life.agent.inbox.next_step)
         self._stop(life)
@@ -287,6 +300,11 @@ class PersistenceMachine(RuleBasedStateMachine):
                 f"the durable size {floor} does not fit a log of {len(data)} bytes"
             )
         keep = floor + cut % (len(data) - floor + 1)
+        event(
+            "crash: cut inside the tail that was not durable"
+            if keep < len(data)
+            else "crash: the whole file kept"
+        )
         _write(path, data[:keep])
         complete = data[:keep].count(b"\n") - 1  # the header is line 1
         self.expect = Expectation(
@@ -296,12 +314,12 @@ class PersistenceMachine(RuleBasedStateMachine):
             exists=True,
         )
 
-    @precondition(lambda self: self.life is not None)
     @rule()
     def restart(self) -> None:
-        """A clean shutdown: the agent is disposed, everything it wrote is durable."""
+        """A clean shutdown (the agent is disposed, all it wrote is durable); a new process resumes."""
         life = self.life
-        assert life is not None
+        if life is None:
+            return
         path = self._log_path(life)
         self._stop(life)
         exists = os.path.exists(path)
@@ -309,12 +327,12 @@ class PersistenceMachine(RuleBasedStateMachine):
         self.expect = Expectation(
             _as_json(events), len(events), ((), ()), exists=exists
         )
+        self._resume()
 
-    @precondition(lambda self: self.life is None)
-    @rule()
-    def resume(self) -> None:
+    def _resume(self) -> None:
+        """Load and resume the session; check what survived, the repair and the inbox."""
         expect = self.expect
-        assert expect is not None
+        assert self.life is None and expect is not None
         self._open_life(resume=True)
         life = self.life
         assert life is not None
@@ -338,6 +356,13 @@ class PersistenceMachine(RuleBasedStateMachine):
                 f"{loaded[first] if first < len(loaded) else 'missing'} != {expect.events[first]}"
             )
         life.checker.feed(events)
+        if any(
+            isinstance(e.data, TurnEnd) and isinstance(e.data.reason, dsh.Interrupted)
+            for e in events[len(expect.events) :]
+        ):
+            event("resume: an interrupted turn was closed")
+        if life.agent.inbox.has_pending:
+            event("resume: a pending inbox was restored")
         if life.checker.open_turn is not None:
             raise _fail(
                 f"turn {life.checker.open_turn} is still open after the log was loaded and repaired"
@@ -350,15 +375,18 @@ class PersistenceMachine(RuleBasedStateMachine):
                 )
         self.expect = None
 
-    @precondition(lambda self: self.life is not None)
     @rule()
     def wait_idle(self) -> None:
         life = self.life
-        assert life is not None
+        if life is None:
+            return
         for _ in range(200):
-            released = self.loop.run_sync(self._release_one, life)
-            if not released:
+            if self.loop.run_sync(self._release_one, life):
+                continue
+            if life.agent.status is dsh.AgentStatus.IDLE:
                 break
+            if not self.loop.call(advance_to_next_deadline, self.clock):
+                break  # nothing left to release: when_idle() below reports the deadlock
         self.loop.call(life.agent.when_idle)
 
     def _release_one(self, life: Life) -> bool:
@@ -398,6 +426,19 @@ class PersistenceMachine(RuleBasedStateMachine):
                 )
         if (agent.status is dsh.AgentStatus.RUNNING) != (checker.open_turn is not None):
             raise _fail(f"status {agent.status} but open turn {checker.open_turn}")
+        # The durability policy: "always" fsyncs every batch, "turn" at least every turn/end.
+        events = agent.session.events
+        durable = life.persistence.durable.seq
+        if self.durability == "always" and durable != len(events):
+            raise _fail(
+                f"durability 'always': only {durable} of {len(events)} written events are durable"
+            )
+        if self.durability == "turn":
+            ends = [e.seq for e in events if e.type == "turn/end"]
+            if ends and durable <= ends[-1]:
+                raise _fail(
+                    f"durability 'turn': the turn/end at seq {ends[-1]} is not durable ({durable} events are)"
+                )
 
     def teardown(self) -> None:
         try:

@@ -11,6 +11,7 @@ from ._guest import (
     Deadlock as Deadlock,
     GuestLoop as GuestLoop,
     advance_by as advance_by,
+    advance_to_next_deadline as advance_to_next_deadline,
     settle as settle,
 )
 from ._scripted import (
@@ -77,6 +78,7 @@ __all__ = [
     "Deadlock",
     "settle",
     "advance_by",
+    "advance_to_next_deadline",
     # state machine (needs hypothesis)
     "AgentStateMachine",
     "InvariantViolation",

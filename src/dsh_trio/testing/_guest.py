@@ -12,20 +12,21 @@ with :func:`advance_by`.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import queue
 import sys
 import typing
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar, TypeVarTuple, Unpack
 
 import outcome
 import trio
 import trio.testing
 
-__all__ = ["Deadlock", "GuestLoop", "advance_by", "settle"]
+__all__ = ["Deadlock", "GuestLoop", "advance_by", "advance_to_next_deadline", "settle"]
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -45,7 +46,10 @@ class Deadlock(AssertionError):
 async def settle(cushion: float = 0.0) -> None:
     """Return once no task is runnable and no worker thread is running.
 
-    Blocks until the run is quiescent; cancelling it only stops the wait.
+    Blocks until the run is quiescent; cancelling it only stops the wait. Like
+    :func:`trio.testing.wait_all_tasks_blocked`, it cannot tell quiescence apart
+    from another task waiting there with the same ``cushion`` (both wake at
+    once), so code under test should not wait that way itself.
 
     Args:
         cushion: real seconds every task must stay blocked (see
@@ -53,12 +57,9 @@ async def settle(cushion: float = 0.0) -> None:
     """
     while True:
         await trio.testing.wait_all_tasks_blocked(cushion)
-        if trio.testing.active_thread_count():
-            await trio.testing.wait_all_threads_completed()
-        elif not trio.lowlevel.current_statistics().tasks_runnable:
-            # Waiters with the same cushion wake together: one of them may have
-            # work to do now, so only a wake-up with nobody else runnable counts.
+        if trio.testing.active_thread_count() == 0:
             return
+        await trio.testing.wait_all_threads_completed()
 
 
 async def advance_by(clock: trio.testing.MockClock, seconds: float) -> None:
@@ -81,6 +82,19 @@ async def advance_by(clock: trio.testing.MockClock, seconds: float) -> None:
             await settle()
             return
         clock.jump(max(step, 0.0))
+
+
+async def advance_to_next_deadline(clock: trio.testing.MockClock) -> bool:
+    """Settle, then move virtual time to the next deadline (if any) and settle again.
+
+    Blocks until done. Returns whether there was a deadline to move to.
+    """
+    await settle()
+    step = trio.lowlevel.current_statistics().seconds_to_next_deadline
+    if step == float("inf"):
+        return False
+    await advance_by(clock, max(step, 0.0))
+    return True
 
 
 def _walk(task: trio.lowlevel.Task, out: list[trio.lowlevel.Task]) -> None:
@@ -122,6 +136,7 @@ class GuestLoop:
         self._root: trio.lowlevel.Task | None = None
         self._baseline: frozenset[trio.lowlevel.Task] = frozenset()
         self._stuck: str | None = None
+        self._job: Callable[[], Awaitable[None]] | None = None
         trio.lowlevel.start_guest_run(
             self._main,
             run_sync_soon_threadsafe=self._todo.put,
@@ -137,7 +152,34 @@ class GuestLoop:
             self._token = trio.lowlevel.current_trio_token()
             self._root = trio.lowlevel.current_root_task()
             self._nursery = nursery
+            nursery.start_soon(self._work, name="dsh_trio.testing.GuestLoop.worker")
             await trio.sleep_forever()
+
+    async def _work(self) -> None:
+        """Start each submitted job in its own task and wait for it.
+
+        Between jobs it only passes checkpoints, so the run's next tick waits in
+        the host's queue, which nobody pumps between two calls: nothing runs then,
+        and the next call needs no wake-up through trio's I/O thread.
+        """
+        while True:
+            job = self._job
+            if job is None:
+                await trio.lowlevel.checkpoint()
+                continue
+            self._job = None
+            done = trio.Event()
+
+            async def run(
+                job: Callable[[], Awaitable[None]] = job, done: trio.Event = done
+            ) -> None:
+                try:
+                    await job()
+                finally:
+                    done.set()
+
+            self.nursery.start_soon(run, name="dsh_trio.testing.GuestLoop.job")
+            await done.wait()
 
     def _on_done(self, result: outcome.Outcome[None]) -> None:
         self._done = True
@@ -184,12 +226,14 @@ class GuestLoop:
         """
         return [t for t in self._all_tasks() if t not in self._baseline]
 
-    def _start(self, spawn: Callable[[], None]) -> None:
+    def _submit(
+        self, job: Callable[[], Awaitable[None]], finished: Callable[[], bool]
+    ) -> None:
         if self._done:
             self._raise_if_crashed()
             raise RuntimeError("the trio run has already finished")
-        assert self._token is not None
-        self._token.run_sync_soon(spawn)
+        self._job = job
+        self._pump_until(lambda: finished() or self.nursery.cancel_scope.cancel_called)
 
     def _finish_call(self) -> None:
         if self.nursery.cancel_scope.cancel_called:
@@ -238,15 +282,7 @@ class GuestLoop:
             finally:
                 finished = True
 
-        def spawn_runner() -> None:
-            nonlocal finished
-            try:
-                self.nursery.start_soon(runner)
-            except RuntimeError:  # the root nursery is closing: some task crashed
-                finished = True
-
-        self._start(spawn_runner)
-        self._pump_until(lambda: finished)
+        self._submit(runner, lambda: finished)
         self._finish_call()
         if deadlocked:
             raise Deadlock(
@@ -272,15 +308,7 @@ class GuestLoop:
             finally:
                 finished = True
 
-        def spawn_runner() -> None:
-            nonlocal finished
-            try:
-                self.nursery.start_soon(runner)
-            except RuntimeError:  # the root nursery is closing: some task crashed
-                finished = True
-
-        self._start(spawn_runner)
-        self._pump_until(lambda: finished)
+        self._submit(runner, lambda: finished)
         self._finish_call()
         return box[0].unwrap()
 
@@ -323,7 +351,7 @@ class GuestLoop:
         me = trio.lowlevel.current_task()
         aborted: list[str] = []
         while True:
-            await settle(cushion=_WATCHDOG_CUSHION)
+            await settle()
             step = trio.lowlevel.current_statistics().seconds_to_next_deadline
             if step != float("inf"):
                 if isinstance(self._clock, trio.testing.MockClock):
@@ -343,7 +371,7 @@ class GuestLoop:
                 # Nothing more to try: hand the run to close() for abandonment. Spin
                 # on checkpoints so the next tick waits on the host, not in a thread.
                 self._stuck = ", ".join(aborted) or "no task could be woken"
-                while True:
+                while True:  # noqa: ASYNC110 - spinning is the point (see above)
                     await trio.lowlevel.checkpoint()
             victim = stuck[0]
             aborted.append(victim.name)
@@ -362,45 +390,63 @@ class GuestLoop:
         """Close a run that cannot finish: its run loop first, then every task's coroutine.
 
         The abandoned run's objects complain as they are finalised (nurseries with
-        children, async generators that cannot finish, closed file descriptors);
-        those complaints are about a run being thrown away on purpose, so they are
-        collected and dropped here rather than surfacing later in an unrelated test.
+        children, async generators that cannot finish, closed file descriptors).
+        Those complaints are about a run being thrown away on purpose, so its remains
+        are kept aside and finalised in batches with the complaints dropped, rather
+        than surfacing later in an unrelated test.
         """
         tasks = self._all_tasks()
-        coroutines = [t.coro for t in tasks]
         nurseries = [n for t in tasks for n in t.child_nurseries]
-        del tasks
         while True:
             item = self._todo.get()
-            run_loop = getattr(
-                getattr(item, "__self__", None), "unrolled_run_gen", None
-            )
+            state = getattr(item, "__self__", None)
+            run_loop = getattr(state, "unrolled_run_gen", None)
             if run_loop is not None:
                 break
             item()  # a callback on its way to the next tick
         self._done = True
         self._root = self._nursery = self._token = None
         self._baseline = frozenset()
-        previous_hook = sys.unraisablehook
-        sys.unraisablehook = _drop_unraisable
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter(
-                    "ignore"
-                )  # "guest run got abandoned": the point here
-                run_loop.close()
-                for coroutine in coroutines:
-                    # Cleanup code now runs outside any trio run and may fail; the
-                    # Deadlock close() raises next is the report.
-                    with contextlib.suppress(Exception):
-                        coroutine.close()
-                for nursery in nurseries:
-                    # Its tasks will never finish; let it be finalised quietly.
-                    nursery._children.clear()
-                del coroutines, nurseries, run_loop, item
+        with _quiet_finalisation():
+            run_loop.close()
+            for task in tasks:
+                # Cleanup code now runs outside any trio run and may fail; the
+                # Deadlock close() raises next is the report.
+                with contextlib.suppress(Exception):
+                    task.coro.close()
+            for nursery in nurseries:
+                # Its tasks will never finish; let it be finalised quietly.
+                nursery._children.clear()
+            _ABANDONED.append((state, tasks, nurseries))
+            if len(_ABANDONED) >= _ABANDONED_BATCH:
+                _ABANDONED.clear()
                 gc.collect()
-        finally:
-            sys.unraisablehook = previous_hook
+
+
+#: Remains of abandoned runs, finalised in batches (see GuestLoop._abandon).
+_ABANDONED: list[object] = []
+_ABANDONED_BATCH = 32
+
+
+@atexit.register
+def _finalise_abandoned() -> None:
+    if _ABANDONED:
+        with _quiet_finalisation():
+            _ABANDONED.clear()
+            gc.collect()
+
+
+@contextlib.contextmanager
+def _quiet_finalisation() -> Iterator[None]:
+    """Drop warnings and unraisable-exception reports while an abandoned run is finalised."""
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _drop_unraisable
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "guest run got abandoned": the point here
+            yield
+    finally:
+        sys.unraisablehook = previous_hook
 
 
 def _drop_unraisable(unraisable: typing.Any) -> None:

@@ -1,10 +1,11 @@
-"""A hypothesis state machine that drives one live agent and checks its invariants.
+"""A hypothesis state machine that drives live agents and checks their invariants.
 
 :class:`AgentStateMachine` hosts one trio run per example in guest mode (see
 :class:`~dsh_trio.testing.GuestLoop`): each rule is one settled step, time is
 virtual, and an operation that stays blocked is reported as a deadlock. Its rules
 send input, edit the inbox, cancel, run maintenance, answer the scripted model, move
-time, wait for idleness and dispose. After every step it checks:
+time, wait for idleness and dispose (after which a fresh agent takes over, and the
+disposed one stays under watch). After every step it checks:
 
 * every message ever inserted into the inbox is in exactly one state: pending,
   claimed by exactly one claim splice (then written as at most one ``user/message``,
@@ -34,7 +35,7 @@ import os
 import sys
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final
 
 import attrs
 import outcome
@@ -42,13 +43,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, event, settings, strategies as st
 from hypothesis.control import currently_in_test_context
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from .._values import (
     Aborted,
@@ -90,7 +85,7 @@ from ..events import (
 from ..llm._types import ModelRequest
 from ..loop import Agent
 from ..nursery import AgentHandle, Runtime, open_runtime
-from ._guest import Deadlock, GuestLoop, advance_by
+from ._guest import Deadlock, GuestLoop, advance_by, advance_to_next_deadline
 from ._scripted import (
     Gate,
     Script,
@@ -134,8 +129,6 @@ __all__ = [
     "machine_settings",
     "register_profiles",
 ]
-
-T = TypeVar("T")
 
 _NEXT_TURN: Final = InboxTarget.NEXT_TURN
 _NEXT_STEP: Final = InboxTarget.NEXT_STEP
@@ -360,27 +353,35 @@ class RuntimeHost:
         self.runtime: Runtime | None = None
 
     def start(self) -> Runtime:
-        """Open the runtime (in the loop) and return it."""
+        """Open the runtime (in the loop) and return it.
+
+        Raises:
+            Exception: what opening the runtime raised.
+        """
         return self._loop.call(self._start)
 
     async def _start(self) -> Runtime:
-        runtime: Runtime = await self._loop.nursery.start(self._serve)
-        return runtime
+        ready = trio.Event()
+        self._loop.nursery.start_soon(self._serve, ready)
+        await ready.wait()
+        if self.runtime is None:
+            assert self.error is not None
+            error, self.error = self.error, None
+            raise error
+        return self.runtime
 
-    async def _serve(
-        self, *, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNORED
-    ) -> None:
+    async def _serve(self, ready: trio.Event) -> None:
         self._task = trio.lowlevel.current_task()
         try:
             async with open_runtime(**self._kwargs) as runtime:
                 self.runtime = runtime
-                task_status.started(runtime)
+                ready.set()
                 await self._stop.wait()
-        except (
-            Exception
-        ) as exc:  # kept for stop(): the rule that stops the runtime reports it
+        except Exception as exc:
+            # Kept for start() and stop(): the rule that waits for them reports it.
             self.error = exc
         finally:
+            ready.set()
             self._stopped.set()
 
     @property
@@ -626,17 +627,15 @@ class LogChecker:
         if data.outcome is not None and not count:
             raise _violation(event, f"outcome {data.outcome!r} without removals")
         removed = lst[data.start : data.start + count]
+        for occ in removed:
+            del self.pending[occ.message.id]
         if count and data.outcome is None:
             self._claim(event, data, removed, n)
         else:
             for occ in removed:
                 occ.state = "discarded"
                 occ.ended_at = event.seq
-                del self.pending[occ.message.id]
                 self.notices.append(("discarded", occ.message.id, None))
-        if data.outcome is None and count:
-            for occ in removed:
-                del self.pending[occ.message.id]
         fresh: list[Occurrence] = []
         for m in data.inserted:
             if m.id in self.pending or any(o.message.id == m.id for o in fresh):
@@ -711,6 +710,7 @@ class Subject:
     statuses_checked: int = 0
     #: Live inbox notifications: (kind, message id, turn).
     notices: list[tuple[str, str, int | None]] = attrs.field(factory=list)
+    notices_checked: int = 0
     disposed_events: int = 0
     #: The first cancel cause issued during each activity: ("turn", n) or ("maintenance", n).
     first_cause: dict[ActivityKey, CancelCause] = attrs.field(factory=dict)
@@ -998,78 +998,64 @@ class AgentStateMachine(RuleBasedStateMachine):
         """Start a maintenance task that blocks, completes or fails."""
         self.apply(op)
 
-    @precondition(lambda self: self._busy())
-    @rule(op=cancels())
-    def cancel_busy(self, op: Cancel) -> None:
-        """Cancel while a turn or a maintenance task runs (then send in the same tick)."""
-        self.apply(op)
+    # Rules with nothing to act on do nothing rather than carry a precondition:
+    # hypothesis's shrinker deletes such steps, where a precondition would keep it
+    # from deleting any step of a long program.
 
-    @precondition(lambda self: self.subject.blocked_maintenance() is not None)
+    @rule(op=cancels())
+    def interrupt(self, op: Cancel) -> None:
+        """Cancel (then send in the same tick) while a turn or maintenance task runs, if one does."""
+        if self._busy():
+            self.apply(op)
+
     @rule(fail=st.booleans())
     def release_maintenance(self, fail: bool) -> None:
-        """Let the blocked maintenance task return, or fail."""
-        self.apply(ReleaseMaintenance(fail))
+        """Let the blocked maintenance task return, or fail (if one is blocked)."""
+        if self.subject.blocked_maintenance() is not None:
+            self.apply(ReleaseMaintenance(fail))
 
-    @precondition(lambda self: bool(self.desk.unanswered))
-    @rule(op=answers("reply", "max-tokens"))
-    def answer_text(self, op: Answer) -> None:
-        """Answer the held model request with text (``stop`` or ``max-tokens``)."""
-        self.apply(op)
+    @rule(op=answers("reply", "max-tokens", "tool-calls"))
+    def answer_model(self, op: Answer) -> None:
+        """Answer the held model request with text, max-tokens or tool calls (if one is held)."""
+        if self.desk.unanswered:
+            self.apply(op)
 
-    @precondition(lambda self: bool(self.desk.unanswered))
-    @rule(op=answers("tool-calls"))
-    def answer_tool_calls(self, op: Answer) -> None:
-        """Answer the held model request with tool calls."""
-        self.apply(op)
+    @rule(op=answers("fail", "fail-in-band", "raise", "hang", "gate"))
+    def answer_model_badly(self, op: Answer) -> None:
+        """Fail the held model request, or answer with a stream that hangs or holds at a gate."""
+        if self.desk.unanswered:
+            self.apply(op)
 
-    @precondition(lambda self: bool(self.desk.unanswered))
-    @rule(op=answers("fail", "fail-in-band", "raise"))
-    def answer_failure(self, op: Answer) -> None:
-        """Fail the held model request (raised, in-band, or a crashing adapter)."""
-        self.apply(op)
-
-    @precondition(lambda self: bool(self.desk.unanswered))
-    @rule(op=answers("hang", "gate"))
-    def answer_stuck(self, op: Answer) -> None:
-        """Answer with a stream that hangs, or holds at a gate (after some chunks)."""
-        self.apply(op)
-
-    @precondition(lambda self: self.desk.held_gate() is not None)
     @rule(fail_code=st.sampled_from((None, "AUTH", "SERVER")))
     def release_gate(self, fail_code: str | None) -> None:
-        """Release or fail the gate a model stream waits at."""
-        self.apply(ReleaseGate(fail_code))
+        """Release or fail the gate a model stream waits at (if one does)."""
+        if self.desk.held_gate() is not None:
+            self.apply(ReleaseGate(fail_code))
 
-    @precondition(lambda self: self.agent.status is AgentStatus.RUNNING)
     @rule(seconds=st.sampled_from((15.0, 1.0, 0.25)))
     def advance(self, seconds: float) -> None:
         """Move virtual time (retry back-offs wake up)."""
         self.apply(Advance(seconds))
 
-    @precondition(lambda self: self._busy())
     @rule()
     def wait_idle(self) -> None:
         """Release the model and wait for the agent to go idle."""
         self.apply(WaitIdle())
 
-    @rule()
-    def dispose(self) -> None:
-        """Dispose the agent, check it, and carry on with a fresh one."""
+    @rule(twice=st.booleans())
+    def dispose(self, twice: bool) -> None:
+        """Dispose the agent (``twice``: again, which must change nothing), then use a fresh one."""
+        subject = self.subject
         self.apply(Dispose())
+        if twice:
+            self.apply_to(subject, Dispose())
 
-    @precondition(lambda self: self._graveyard() is not None)
-    @rule(
-        op=st.one_of(
-            sends(), inbox_edits(), cancels(), maintenances(), st.just(WaitIdle())
-        )
-    )
-    def touch_disposed(
-        self, op: Send | InboxEdit | Cancel | Maintenance | WaitIdle
-    ) -> None:
-        """Use the last disposed agent: mutations are refused and nothing is appended."""
+    @rule(op=st.one_of(sends(), inbox_edits(), cancels(), maintenances()))
+    def touch_disposed(self, op: Send | InboxEdit | Cancel | Maintenance) -> None:
+        """Use the last disposed agent (if any): mutations are refused, nothing is appended."""
         graveyard = self._graveyard()
-        assert graveyard is not None
-        self.apply_to(graveyard, op)
+        if graveyard is not None:
+            self.apply_to(graveyard, op)
 
     # ------------------------------------------------------------------ applying operations
 
@@ -1536,7 +1522,7 @@ class AgentStateMachine(RuleBasedStateMachine):
                 continue
             if self.subject.idle_phase() or self.subject.disposed:
                 return
-            if not self.loop.call(_advance_to_next_deadline, self.clock):
+            if not self.loop.call(advance_to_next_deadline, self.clock):
                 return
 
     def _release_one(self) -> bool:
@@ -1678,22 +1664,22 @@ class AgentStateMachine(RuleBasedStateMachine):
             raise _fail(
                 f"{agent.id}: inbox.has_pending is {agent.inbox.has_pending}, the fold says otherwise"
             )
-        # Live notifications match the fold.
-        if subject.notices != checker.notices:
+        # Live notifications match the fold (both only grow: compare what is new).
+        heard, logged, seen = subject.notices, checker.notices, subject.notices_checked
+        if len(heard) != len(logged) or heard[seen:] != logged[seen:]:
             n = next(
                 (
                     i
-                    for i, (a, b) in enumerate(
-                        zip(subject.notices, checker.notices, strict=False)
-                    )
-                    if a != b
+                    for i in range(seen, min(len(heard), len(logged)))
+                    if heard[i] != logged[i]
                 ),
-                min(len(subject.notices), len(checker.notices)),
+                min(len(heard), len(logged)),
             )
             raise _fail(
-                f"{agent.id}: live inbox notifications diverge from the log at #{n}: live "
-                f"{subject.notices[n : n + 3]}, from the log {checker.notices[n : n + 3]}"
+                f"{agent.id}: live inbox notifications diverge from the log at #{n}: heard "
+                f"{heard[n : n + 3]}, from the log {logged[n : n + 3]}"
             )
+        subject.notices_checked = len(heard)
         # Status events alternate and match the status.
         events = subject.status_events
         for i in range(subject.statuses_checked, len(events)):
@@ -1786,12 +1772,3 @@ class AgentStateMachine(RuleBasedStateMachine):
                     machine.assert_invariants()
         finally:
             machine.teardown()
-
-
-async def _advance_to_next_deadline(clock: trio.testing.MockClock) -> bool:
-    step = trio.lowlevel.current_statistics().seconds_to_next_deadline
-    if step == float("inf"):
-        await trio.lowlevel.checkpoint()
-        return False
-    await advance_by(clock, max(step, 0.0))
-    return True

@@ -6,11 +6,15 @@ model, move virtual time, wait, dispose). :class:`~dsh_trio.testing.AgentStateMa
 draws its rules' arguments from these strategies and applies the values with
 :meth:`~dsh_trio.testing.AgentStateMachine.apply`, so a program hypothesis prints is
 also a list of values a regression test can replay.
+
+Each strategy picks from a fixed, ordered menu of values with one choice (simplest
+first). A step of a state machine whose arguments are one choice each is one that
+hypothesis's shrinker can delete outright, which keeps falsifying programs short.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
 from typing import Final, Literal, TypeAlias
 
 import attrs
@@ -31,8 +35,8 @@ from .._values import (
 )
 
 __all__ = [
-    "Answer",
     "Advance",
+    "Answer",
     "Cancel",
     "Dispose",
     "InboxEdit",
@@ -55,46 +59,57 @@ __all__ = [
     "user_messages",
 ]
 
-#: Ids that collide on purpose: a message drawn with one of these is often a
-#: duplicate of something pending, or a re-insertion of something consumed.
-ID_POOL: tuple[str, ...] = ("m0", "m1", "m2", "m3")
-TEXTS: tuple[str, ...] = ("hello", "go on", "", "stop", "ünïcødé ✓", "secret")
+#: Message ids: ``m*`` collide on purpose (duplicates of something pending, or
+#: re-insertions of something consumed); ``u*`` are rarer.
+ID_POOL: Final[tuple[str, ...]] = ("m0", "m1", "m2", "m3", "u0", "u1", "u2", "u3")
+TEXTS: Final[tuple[str, ...]] = ("hello", "", "ünïcødé ✓", "secret")
+SOURCES: Final = (UserSource(), PluginSource("demo-plugin", "note"))
 
 Target: TypeAlias = InboxTarget | Literal["next-turn", "next-step"]
 
 
+def _message(id: str, text: str, source: object) -> UserMessage:
+    assert isinstance(source, (UserSource, PluginSource))
+    return UserMessage(id=MessageId(id), content=(TextBlock(text),), source=source)
+
+
+#: Every message the strategies draw from, simplest first.
+MESSAGES: Final[tuple[UserMessage, ...]] = tuple(
+    _message(i, t, s) for i, t, s in itertools.product(ID_POOL, TEXTS, SOURCES)
+)
+
+
 def message_ids() -> st.SearchStrategy[MessageId]:
-    """Message ids: usually one of a small shared pool (duplicates), else fresh ones."""
-    return st.one_of(
-        st.sampled_from(ID_POOL),
-        st.integers(min_value=100, max_value=10**9).map(lambda n: f"u{n}"),
-    ).map(MessageId)
+    """Message ids from a small pool, so duplicates and re-insertions are common."""
+    return st.sampled_from(ID_POOL).map(MessageId)
 
 
 def user_messages(
     *, ids: st.SearchStrategy[MessageId] | None = None
 ) -> st.SearchStrategy[UserMessage]:
-    """Valid :class:`UserMessage` values: one text block, user or plugin source.
+    """Valid :class:`UserMessage` values: one text block, a user or plugin source.
 
     Args:
-        ids: the id strategy (default :func:`message_ids`).
+        ids: draw ids from this strategy instead of the built-in pool (the
+            message is then built from several choices instead of one).
     """
-    return st.builds(
-        UserMessage,
-        id=ids if ids is not None else message_ids(),
-        content=st.sampled_from(TEXTS).map(lambda text: (TextBlock(text),)),
-        source=st.sampled_from((UserSource(), PluginSource("demo-plugin", "note"))),
-    )
+    if ids is None:
+        return st.sampled_from(MESSAGES)
+    return st.builds(_message, ids, st.sampled_from(TEXTS), st.sampled_from(SOURCES))
+
+
+CAUSES: Final[tuple[CancelCause, ...]] = (
+    UserCancel(),
+    ParentCancel(),
+    HookCancel("too slow"),
+    HookCancel(""),
+    DisposedCancel(),
+)
 
 
 def cancel_causes() -> st.SearchStrategy[CancelCause]:
     """Every kind of cancel cause (user, parent, hook with a reason, disposed)."""
-    return st.one_of(
-        st.just(UserCancel()),
-        st.just(ParentCancel()),
-        st.sampled_from(("too slow", "policy", "")).map(HookCancel),
-        st.just(DisposedCancel()),
-    )
+    return st.sampled_from(CAUSES)
 
 
 def inbox_targets() -> st.SearchStrategy[Target]:
@@ -112,7 +127,7 @@ def _short(message: UserMessage) -> str:
 # --------------------------------------------------------------------------- operations
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Send:
     """Send ``message`` to ``target``, waking the driver if ``wakeup``.
 
@@ -148,7 +163,7 @@ InboxEditKind: TypeAlias = Literal[
 ]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class InboxEdit:
     """One public inbox edit.
 
@@ -167,7 +182,7 @@ class InboxEdit:
         inserted = ", ".join(_short(m) for m in self.messages)
         if self.kind == "clear":
             return "InboxEdit.clear()"
-        if self.kind in ("remove",):
+        if self.kind == "remove":
             return f"InboxEdit.remove(pick={self.pick})"
         if self.kind == "replace":
             return f"InboxEdit.replace(pick={self.pick}, {inserted})"
@@ -176,7 +191,7 @@ class InboxEdit:
         return f"InboxEdit.{self.kind}({str(self.target)!r}, {inserted})"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Cancel:
     """``agent.cancel(cause, keep_inbox=...)``, then each of ``then`` in the same tick.
 
@@ -188,6 +203,12 @@ class Cancel:
     cause: CancelCause
     keep_inbox: bool = False
     then: tuple[Send | Cancel, ...] = ()
+
+    def __repr__(self) -> str:
+        then = "".join(f", then {item!r}" for item in self.then)
+        return (
+            f"Cancel({self.cause!r}{', keep_inbox' if self.keep_inbox else ''}{then})"
+        )
 
 
 MaintenanceMode: TypeAlias = Literal["complete", "fail", "block"]
@@ -267,91 +288,109 @@ Operation: TypeAlias = (
     | Dispose
 )
 
+# --------------------------------------------------------------------------- the menus
 
-def sends(
-    *, messages: st.SearchStrategy[UserMessage] | None = None
-) -> st.SearchStrategy[Send]:
-    """:class:`Send` operations: followup, steer, inject, or send with any target/wakeup."""
-    return st.builds(
-        Send,
-        message=messages if messages is not None else user_messages(),
-        target=inbox_targets(),
-        wakeup=st.booleans(),
-        alias=st.booleans(),
-    )
+#: (target, wakeup, alias): followup, steer, inject first; then ``send`` itself
+#: with plain-string targets.
+_SEND_MODES: Final[tuple[tuple[Target, bool, bool], ...]] = (
+    (InboxTarget.NEXT_TURN, True, True),
+    (InboxTarget.NEXT_STEP, True, True),
+    (InboxTarget.NEXT_STEP, False, True),
+    ("next-turn", False, False),
+    ("next-turn", True, False),
+    ("next-step", True, False),
+    ("next-step", False, False),
+)
+SENDS: Final[tuple[Send, ...]] = tuple(
+    Send(m, t, w, a) for (t, w, a), m in itertools.product(_SEND_MODES, MESSAGES)
+)
+
+_TARGETS: Final[tuple[Target, ...]] = (InboxTarget.NEXT_TURN, "next-step")
+#: One message per id: edits are about which ids are pending.
+_EDIT_MESSAGES: Final[tuple[UserMessage, ...]] = MESSAGES[:: len(TEXTS) * len(SOURCES)]
+_INSERTS: Final[tuple[tuple[UserMessage, ...], ...]] = (
+    (),
+    (MESSAGES[0],),
+    (_EDIT_MESSAGES[1],),
+    (MESSAGES[0], _EDIT_MESSAGES[1]),
+    (_EDIT_MESSAGES[4],),
+    (MESSAGES[0], MESSAGES[1]),  # the same id twice
+)
+#: Kinds in roughly equal shares.
+INBOX_EDITS: Final[tuple[InboxEdit, ...]] = (
+    *(InboxEdit("remove", pick=p) for p in range(16)),
+    *(InboxEdit("clear") for _ in range(4)),
+    *(
+        InboxEdit("replace", pick=p, messages=(m,))
+        for p, m in itertools.product(range(3), _EDIT_MESSAGES)
+    ),
+    *(
+        InboxEdit("append", target=t, messages=(m,))
+        for t, m in itertools.product(_TARGETS, _EDIT_MESSAGES)
+    ),
+    *(
+        InboxEdit("prepend", target=t, messages=(m,))
+        for t, m in itertools.product(_TARGETS, _EDIT_MESSAGES)
+    ),
+    *(
+        InboxEdit("splice", target=t, start=s, delete_count=d, messages=ins)
+        for t, s, d, ins in itertools.product(_TARGETS, (0, -1, 3), (1, 9), _INSERTS)
+    ),
+)
+
+_THEN_MESSAGES: Final = (MESSAGES[0], MESSAGES[8], MESSAGES[34])
+_THEN_ITEMS: Final[tuple[Send | Cancel, ...]] = (
+    *(
+        Send(m, t, w, a)
+        for (t, w, a), m in itertools.product(_SEND_MODES[:4], _THEN_MESSAGES)
+    ),
+    Cancel(UserCancel()),
+    Cancel(ParentCancel(), keep_inbox=True),
+    Cancel(DisposedCancel()),
+    Cancel(HookCancel("late"), keep_inbox=True),
+)
+_THENS: Final[tuple[tuple[Send | Cancel, ...], ...]] = (
+    (),
+    *((item,) for item in _THEN_ITEMS),
+    *itertools.product(_THEN_ITEMS, repeat=2),
+)
+CANCELS: Final[tuple[Cancel, ...]] = tuple(
+    Cancel(cause, keep, then)
+    for cause, keep, then in itertools.product(CAUSES, (False, True), _THENS)
+)
+
+_FAILURE_CODES: Final = ("AUTH", "RATE_LIMIT", "SERVER", "ABORTED")
+ANSWERS: Final[tuple[Answer, ...]] = (
+    *(Answer("reply", text=t) for t in ("ok", "partial", " ", "")),
+    *(Answer("max-tokens", text=t) for t in ("cut", " ", "")),
+    *(Answer("tool-calls", calls=n) for n in (1, 2)),
+    *(Answer("fail", code=c) for c in _FAILURE_CODES),
+    *(Answer("fail-in-band", code=c) for c in _FAILURE_CODES),
+    Answer("raise"),
+    *(Answer("hang", text=t) for t in ("partial", " ", "")),
+    *(Answer("gate", text="gated", after=n) for n in range(4)),
+)
+
+MAINTENANCES: Final[tuple[Maintenance, ...]] = (
+    Maintenance("block"),
+    Maintenance("complete"),
+    Maintenance("fail"),
+)
 
 
-def inbox_edits(
-    *, messages: st.SearchStrategy[UserMessage] | None = None
-) -> st.SearchStrategy[InboxEdit]:
-    """:class:`InboxEdit` operations: remove, replace, splice, clear, append, prepend."""
-    msgs = messages if messages is not None else user_messages()
-    pick = st.integers(min_value=0, max_value=6)
-    return st.one_of(
-        st.builds(InboxEdit, kind=st.just("remove"), pick=pick),
-        st.builds(
-            InboxEdit, kind=st.just("replace"), pick=pick, messages=st.tuples(msgs)
-        ),
-        st.builds(
-            InboxEdit,
-            kind=st.just("splice"),
-            target=inbox_targets(),
-            start=st.integers(min_value=-3, max_value=4),
-            delete_count=st.integers(min_value=-1, max_value=3),
-            messages=st.lists(msgs, max_size=2).map(tuple),
-        ),
-        st.just(InboxEdit(kind="clear")),
-        st.builds(
-            InboxEdit,
-            kind=st.sampled_from(("append", "prepend")),
-            target=inbox_targets(),
-            messages=st.tuples(msgs),
-        ),
-    )
+def sends() -> st.SearchStrategy[Send]:
+    """:class:`Send` operations: followup, steer, inject, or ``send`` with any target/wakeup."""
+    return st.sampled_from(SENDS)
+
+
+def inbox_edits() -> st.SearchStrategy[InboxEdit]:
+    """:class:`InboxEdit` operations: remove, clear, replace, append, prepend, splice."""
+    return st.sampled_from(INBOX_EDITS)
 
 
 def cancels() -> st.SearchStrategy[Cancel]:
-    """:class:`Cancel` operations: every cause, ``keep_inbox`` on/off, then sends and cancels."""
-    again = st.builds(Cancel, cause=cancel_causes(), keep_inbox=st.booleans())
-    return st.builds(
-        Cancel,
-        cause=cancel_causes(),
-        keep_inbox=st.booleans(),
-        then=st.lists(st.one_of(sends(), again), max_size=3).map(tuple),
-    )
-
-
-_ANSWERS: Final[Mapping[AnswerKind, st.SearchStrategy[Answer]]] = {
-    "reply": st.builds(
-        Answer, kind=st.just("reply"), text=st.sampled_from(("ok", "partial", " ", ""))
-    ),
-    "max-tokens": st.builds(
-        Answer, kind=st.just("max-tokens"), text=st.sampled_from(("cut", " ", ""))
-    ),
-    "tool-calls": st.builds(
-        Answer, kind=st.just("tool-calls"), calls=st.integers(min_value=1, max_value=2)
-    ),
-    "fail": st.builds(
-        Answer,
-        kind=st.just("fail"),
-        code=st.sampled_from(("AUTH", "RATE_LIMIT", "SERVER", "ABORTED")),
-    ),
-    "fail-in-band": st.builds(
-        Answer,
-        kind=st.just("fail-in-band"),
-        code=st.sampled_from(("AUTH", "RATE_LIMIT", "SERVER", "ABORTED")),
-    ),
-    "raise": st.just(Answer(kind="raise")),
-    "hang": st.builds(
-        Answer, kind=st.just("hang"), text=st.sampled_from(("partial", " ", ""))
-    ),
-    "gate": st.builds(
-        Answer,
-        kind=st.just("gate"),
-        text=st.just("gated"),
-        after=st.integers(min_value=0, max_value=3),
-    ),
-}
+    """:class:`Cancel` operations: every cause, ``keep_inbox`` on/off, then up to two sends or cancels."""
+    return st.sampled_from(CANCELS)
 
 
 def answers(*kinds: AnswerKind) -> st.SearchStrategy[Answer]:
@@ -361,15 +400,17 @@ def answers(*kinds: AnswerKind) -> st.SearchStrategy[Answer]:
     ``raise``, ``hang``, ``gate``.
 
     Raises:
-        KeyError: an unknown kind.
+        ValueError: no answer has any of the given kinds.
     """
-    chosen = kinds or tuple(_ANSWERS)
-    return st.one_of(*(_ANSWERS[k] for k in chosen))
+    chosen = [a for a in ANSWERS if not kinds or a.kind in kinds]
+    if not chosen:
+        raise ValueError(f"no answer kind among {kinds!r}")
+    return st.sampled_from(chosen)
 
 
 def maintenances() -> st.SearchStrategy[Maintenance]:
     """:class:`Maintenance` operations: a task that blocks, completes or fails."""
-    return st.builds(Maintenance, mode=st.sampled_from(("block", "complete", "fail")))
+    return st.sampled_from(MAINTENANCES)
 
 
 def operations() -> st.SearchStrategy[Operation]:
@@ -379,10 +420,10 @@ def operations() -> st.SearchStrategy[Operation]:
         inbox_edits(),
         cancels(),
         maintenances(),
-        st.builds(ReleaseMaintenance, fail=st.booleans()),
+        st.sampled_from((ReleaseMaintenance(), ReleaseMaintenance(fail=True))),
         answers(),
-        st.builds(ReleaseGate, fail_code=st.sampled_from((None, "AUTH", "SERVER"))),
-        st.builds(Advance, seconds=st.sampled_from((15.0, 1.0, 0.25))),
+        st.sampled_from((ReleaseGate(), ReleaseGate("AUTH"), ReleaseGate("SERVER"))),
+        st.sampled_from((Advance(15.0), Advance(1.0), Advance(0.25))),
         st.just(WaitIdle()),
         st.just(Dispose()),
     )

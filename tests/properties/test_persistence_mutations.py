@@ -1,0 +1,83 @@
+"""Each invariant of the persistence machine is able to fail.
+
+Every test breaks the persistence layer on purpose and checks that the machine
+reports it with the invariant's own message and a shrunk program.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dsh_trio.loop._inbox import Inbox
+from dsh_trio.session import _jsonl, _persistence
+from dsh_trio.session._recorder import SessionRecorder
+from dsh_trio.session._session import Session
+
+from .mutation import assert_caught
+from .persistence_machine import PersistenceMachine
+
+
+def test_a_loader_that_drops_a_flushed_event_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = _jsonl._scan_log
+
+    def scan(data: bytes, path: str, session_id: str | None) -> Any:
+        scan = original(data, path, session_id)
+        if scan.events:  # forget the last intact event
+            last = data.rfind(b"\n", 0, scan.good_end - 1) + 1
+            return type(scan)(
+                header=scan.header,
+                events=scan.events[:-1],
+                good_end=last,
+                size=scan.size,
+            )
+        return scan
+
+    monkeypatch.setattr(_jsonl, "_scan_log", scan)
+    assert_caught(
+        PersistenceMachine,
+        r"were durable before the crash; only \d+ loaded|differs from what was written",
+    )
+
+
+def test_a_resume_that_restarts_turn_numbers_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Session, "last_turn", property(lambda self: 0))
+    assert_caught(PersistenceMachine, r"turn numbers must strictly increase")
+
+
+def test_an_inbox_that_is_not_restored_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Inbox, "_replay", lambda self, event: None)
+    assert_caught(PersistenceMachine, r"the splices fold to|restored inbox")
+
+
+def test_an_unrepaired_interrupted_turn_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_persistence, "close_interrupted_turn", lambda session: [])
+    assert_caught(
+        PersistenceMachine, r"still open after the log was loaded and repaired"
+    )
+
+
+def test_a_recorder_that_never_fsyncs_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = SessionRecorder._write_pending
+
+    async def write_pending(self: SessionRecorder, *, flushing: bool) -> None:
+        durability = self._durability
+        self._durability = "none"  # batches are written but never fsynced
+        try:
+            await original(self, flushing=flushing)
+        finally:
+            self._durability = durability
+
+    monkeypatch.setattr(SessionRecorder, "_write_pending", write_pending)
+    assert_caught(PersistenceMachine, r"durability '(turn|always)'")
