@@ -370,7 +370,7 @@ class RuntimeHost:
             raise error
         return self.runtime
 
-    async def _serve(self, ready: trio.Event) -> None:
+    async def _serve(self, ready: trio.Event) -> None:  # noqa: ASYNC910  # a private task; the runtime block checkpoints
         self._task = trio.lowlevel.current_task()
         try:
             async with open_runtime(**self._kwargs) as runtime:
@@ -1415,7 +1415,7 @@ class AgentStateMachine(RuleBasedStateMachine):
         self.loop.nursery.start_soon(self._maintain, subject, record)
         await trio.lowlevel.checkpoint()
 
-    async def _maintain(self, subject: Subject, record: _Maintenance) -> None:
+    async def _maintain(self, subject: Subject, record: _Maintenance) -> None:  # noqa: ASYNC910  # a private task around run_maintenance, which checkpoints
         async def task(signal: object) -> int:
             record.active = True
             if record.mode == "block":
