@@ -13,7 +13,7 @@ from ._initiator import (
     require_initiator as require_initiator,
 )
 from ._prompt import SystemPrompt as SystemPrompt
-from ._services import NoTools as NoTools, ToolExecutor as ToolExecutor
+from ._services import ToolExecutor as ToolExecutor
 from ._signal import CancelSignal as CancelSignal
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "AgentScope",
     "CancelSignal",
     "Inbox",
-    "NoTools",
     "SystemPrompt",
     "ToolExecutor",
     "current_initiator",

@@ -6,19 +6,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
-import trio
 
 from .._values import (
     JsonValue,
-    TextBlock,
     ToolCallBlock,
-    ToolCallData,
-    ToolErrorInfo,
-    ToolResultBlock,
-    ToolResultData,
-    ToolSource,
-    UserMessage,
-    new_message_id,
 )
 
 if TYPE_CHECKING:
@@ -28,7 +19,7 @@ if TYPE_CHECKING:
     from ._prompt import SystemPrompt
     from ._signal import CancelSignal
 
-__all__ = ["AgentServices", "NoTools", "ToolExecutor"]
+__all__ = ["AgentServices", "ToolExecutor"]
 
 
 class ToolExecutor(Protocol):
@@ -51,55 +42,6 @@ class ToolExecutor(Protocol):
         ...
 
 
-class NoTools:
-    """The executor used when no tool is registered: every call gets an error result."""
-
-    def schemas(self, agent: Agent) -> tuple[JsonValue, ...]:
-        return ()
-
-    async def execute(
-        self,
-        agent: Agent,
-        *,
-        turn: int,
-        step: int,
-        calls: Sequence[ToolCallBlock],
-        signal: CancelSignal,
-    ) -> bool:
-        session = agent.session
-        for call in calls:
-            ev = session.append(
-                "tool/call",
-                ToolCallData(
-                    turn=turn,
-                    step=step,
-                    call_id=call.id,
-                    name=call.name,
-                    arguments=call.arguments,
-                ),
-            )
-            text = f"Error: unknown tool {call.name!r}: no tools are registered"
-            session.append(
-                "tool/result",
-                ToolResultData(
-                    turn=turn,
-                    step=step,
-                    message=UserMessage(
-                        id=new_message_id(),
-                        content=(
-                            ToolResultBlock(call.id, (TextBlock(text),), is_error=True),
-                        ),
-                        source=ToolSource(call.id),
-                    ),
-                    error=ToolErrorInfo("UnknownToolError", "UNKNOWN_TOOL"),
-                ),
-                surface_op="append",
-                source_event_seqs=(ev.seq,),
-            )
-        await trio.lowlevel.checkpoint()
-        return False
-
-
 @attrs.define(eq=False)
 class AgentServices:
     """The runtime services one agent uses; shared by every agent of a runtime.
@@ -111,4 +53,4 @@ class AgentServices:
     models: ModelRegistry
     prompt: SystemPrompt
     spawn: Callable[..., None]
-    tools: ToolExecutor = attrs.field(factory=NoTools)
+    tools: ToolExecutor
