@@ -18,7 +18,8 @@ from dsh_trio.testing import machine_settings
 #: first and is quick; what a longer budget buys is mostly smaller argument values.
 SHRINK_SECONDS = float(os.environ.get("DSH_MUTATION_SHRINK_SECONDS", "3"))
 
-#: A shrunk program longer than this (rules, not counting setup/teardown) fails the test.
+#: A shrunk program may keep at most this many steps, or half of what a generated
+#: program may have, whichever is more (rare breakages need longer programs).
 MAX_SHRUNK_STEPS = 8
 
 
@@ -99,7 +100,7 @@ def assert_caught(
         assert re.search(match, message), (
             f"the machine failed for another reason: {message}\n" + "\n".join(program)
         )
-        assert len(program) <= MAX_SHRUNK_STEPS, (
+        assert len(program) <= max(MAX_SHRUNK_STEPS, steps // 2), (
             "the program was not shrunk:\n" + "\n".join(program)
         )
         if os.environ.get("DSH_MUTATION_VERBOSE"):
