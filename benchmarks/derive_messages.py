@@ -19,7 +19,8 @@ import sys
 import time
 from typing import Any
 
-from dsh_trio._values import (
+from dsh_trio.session import Session, StreamAccumulator
+from dsh_trio.values import (
     AssistantMessage,
     AssistantMessageData,
     BlockEnd,
@@ -41,7 +42,6 @@ from dsh_trio._values import (
     Usage,
     user_message,
 )
-from dsh_trio.session import Session, StreamAccumulator
 
 WINDOW = 100
 

@@ -22,7 +22,11 @@ from pathlib import Path
 
 import trio
 
-from dsh_trio._values import (
+from dsh_trio.persistence._jsonl import JsonlPersistence
+from dsh_trio.persistence._persistence import Durability, load_session
+from dsh_trio.persistence._recorder import SessionRecorder, persist_new_session
+from dsh_trio.session import Session
+from dsh_trio.values import (
     AssistantMessage,
     AssistantMessageData,
     BlockEnd,
@@ -45,10 +49,6 @@ from dsh_trio._values import (
     Usage,
     user_message,
 )
-from dsh_trio.session import Session
-from dsh_trio.session._jsonl import JsonlPersistence
-from dsh_trio.session._persistence import Durability, load_session
-from dsh_trio.session._recorder import SessionRecorder, persist_new_session
 
 EVENTS_PER_TURN = 8
 

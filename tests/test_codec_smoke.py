@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from dsh_trio._values import (
+from dsh_trio.values import (
     Aborted,
     HookCancel,
     SessionEvent,
@@ -10,15 +10,13 @@ from dsh_trio._values import (
     SessionId,
     TurnEnd,
     UserMessage,
-    user_message,
-)
-from dsh_trio.session._codec import (
     event_from_json,
     event_to_json,
     header_from_json,
     header_to_json,
     structure,
     to_json,
+    user_message,
 )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._values import CancelCause, LlmFailure
+    from .values import CancelCause, LlmFailure
 
 __all__ = [
     "DshError",

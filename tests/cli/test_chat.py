@@ -13,10 +13,10 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
-from dsh_trio._values import TurnEnd
 from dsh_trio.cli._chat import ChatApp, LineReader, run_chat
 from dsh_trio.cli._config import ModelChoice, offline_choice
 from dsh_trio.testing import ScriptedModel, fail, gate, hang, reply
+from dsh_trio.values import TurnEnd
 
 OPTIONS = dsh.AgentOptions(provider="scripted", model="m")
 

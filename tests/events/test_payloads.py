@@ -4,7 +4,7 @@ import attrs
 import pytest
 
 import dsh_trio.events as events
-from dsh_trio._values import (
+from dsh_trio.values import (
     AgentStatus,
     LlmFailure,
     SessionEvent,

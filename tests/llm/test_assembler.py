@@ -5,7 +5,9 @@ from collections.abc import Iterable
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dsh_trio._values import (
+from dsh_trio.errors import LlmError
+from dsh_trio.llm import BlockAssembler
+from dsh_trio.values import (
     BlockEnd,
     BlockStart,
     ContentBlock,
@@ -23,8 +25,6 @@ from dsh_trio._values import (
     ToolCallDelta,
     Usage,
 )
-from dsh_trio.errors import LlmError
-from dsh_trio.llm import BlockAssembler
 
 
 def assemble(chunks: Iterable[StreamChunk]) -> BlockAssembler:

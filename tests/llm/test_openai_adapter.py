@@ -13,7 +13,10 @@ import pytest
 import trio
 import trio.testing
 
-from dsh_trio._values import (
+from dsh_trio.errors import LlmError
+from dsh_trio.llm._openai import OpenAICompatibleAdapter
+from dsh_trio.llm._types import ModelRequest
+from dsh_trio.values import (
     AssistantMessage,
     BlockEnd,
     BlockStart,
@@ -38,9 +41,6 @@ from dsh_trio._values import (
     UserMessage,
     user_message,
 )
-from dsh_trio.errors import LlmError
-from dsh_trio.llm._openai import OpenAICompatibleAdapter
-from dsh_trio.llm._types import ModelRequest
 
 Handler = Callable[[httpx.Request], httpx.Response]
 

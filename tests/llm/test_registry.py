@@ -5,9 +5,9 @@ from collections.abc import AsyncIterator
 import attrs
 import pytest
 
-from dsh_trio._values import Finish, FinishReason, StreamChunk
 from dsh_trio.errors import DshError, DuplicateProviderError
 from dsh_trio.llm import ModelRegistry, ModelRequest, RetryPolicy
+from dsh_trio.values import Finish, FinishReason, StreamChunk
 
 
 class Adapter:

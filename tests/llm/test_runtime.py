@@ -8,7 +8,9 @@ import pytest
 import trio
 import trio.testing
 
-from dsh_trio._values import (
+from dsh_trio.errors import LlmError
+from dsh_trio.llm import ModelAdapter, ModelRequest, error_chain, stream_model
+from dsh_trio.values import (
     Finish,
     FinishReason,
     LlmFailure,
@@ -17,8 +19,6 @@ from dsh_trio._values import (
     TextDelta,
     Usage,
 )
-from dsh_trio.errors import LlmError
-from dsh_trio.llm import ModelAdapter, ModelRequest, error_chain, stream_model
 
 REQUEST = ModelRequest(
     provider="prov", model="m", messages=(), session_id=SessionId("s")

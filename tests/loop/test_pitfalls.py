@@ -13,9 +13,9 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
-from dsh_trio._values import TurnEnd, TurnStart
 from dsh_trio.session import Session
 from dsh_trio.testing import ScriptedModel, chunks, hang, max_tokens, reply, tool_calls
+from dsh_trio.values import TurnEnd, TurnStart
 
 from .conftest import OPTIONS, Tracer, text_of
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_trio.session import _jsonl
-from dsh_trio.session._jsonl import JsonlPersistence
+from dsh_trio.persistence import _jsonl
+from dsh_trio.persistence._jsonl import JsonlPersistence
 
 
 @pytest.fixture

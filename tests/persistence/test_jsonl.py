@@ -13,19 +13,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from dsh_trio._values import (
-    Completed,
-    SessionEvent,
-    SessionHeader,
-    SessionId,
-    StepEnd,
-    StepStart,
-    TextBlock,
-    TurnEnd,
-    TurnStart,
-    UserMessage,
-    user_message,
-)
 from dsh_trio.errors import (
     InvalidEventError,
     InvalidSessionIdError,
@@ -36,13 +23,26 @@ from dsh_trio.errors import (
     SessionLockedError,
     SessionNotFoundError,
 )
-from dsh_trio.session import _jsonl
-from dsh_trio.session._codec import event_to_json
-from dsh_trio.session._jsonl import (
+from dsh_trio.persistence import _jsonl
+from dsh_trio.persistence._jsonl import (
     LOG_FILE_NAME,
     JsonlPersistence,
     encode_session_id,
     project_dir_name,
+)
+from dsh_trio.values import (
+    Completed,
+    SessionEvent,
+    SessionHeader,
+    SessionId,
+    StepEnd,
+    StepStart,
+    TextBlock,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+    event_to_json,
+    user_message,
 )
 
 

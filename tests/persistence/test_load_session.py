@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 import trio
 
-from dsh_trio._values import (
+from dsh_trio.errors import SessionCorruptError, SessionFormatError, SessionLockedError
+from dsh_trio.persistence._jsonl import JsonlPersistence
+from dsh_trio.persistence._persistence import load_session
+from dsh_trio.persistence._recorder import persist_new_session
+from dsh_trio.session import Session
+from dsh_trio.values import (
     AssistantMessage,
     AssistantMessageData,
     Completed,
@@ -36,11 +41,6 @@ from dsh_trio._values import (
     UserMessage,
     user_message,
 )
-from dsh_trio.errors import SessionCorruptError, SessionFormatError, SessionLockedError
-from dsh_trio.session import Session
-from dsh_trio.session._jsonl import JsonlPersistence
-from dsh_trio.session._persistence import load_session
-from dsh_trio.session._recorder import persist_new_session
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

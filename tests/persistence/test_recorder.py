@@ -11,7 +11,12 @@ import pytest
 import trio
 import trio.testing
 
-from dsh_trio._values import (
+from dsh_trio.errors import PersistenceSeqError, SessionLockedError
+from dsh_trio.persistence._jsonl import JsonlPersistence
+from dsh_trio.persistence._persistence import Durability
+from dsh_trio.persistence._recorder import SessionRecorder, persist_new_session
+from dsh_trio.session import Session
+from dsh_trio.values import (
     Completed,
     SessionEvent,
     SessionHeader,
@@ -21,11 +26,6 @@ from dsh_trio._values import (
     TurnStart,
     user_message,
 )
-from dsh_trio.errors import PersistenceSeqError, SessionLockedError
-from dsh_trio.session import Session
-from dsh_trio.session._jsonl import JsonlPersistence
-from dsh_trio.session._persistence import Durability
-from dsh_trio.session._recorder import SessionRecorder, persist_new_session
 
 
 @attrs.define(eq=False)

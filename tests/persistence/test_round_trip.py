@@ -10,7 +10,9 @@ from typing import Any
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from dsh_trio._values import (
+from dsh_trio.persistence._jsonl import JsonlPersistence
+from dsh_trio.values import (
+    MAX_SAFE_INTEGER,
     Aborted,
     AdapterDefaults,
     AssistantAttemptData,
@@ -70,8 +72,6 @@ from dsh_trio._values import (
     UserMessage,
     UserSource,
 )
-from dsh_trio.session._codec import MAX_SAFE_INTEGER
-from dsh_trio.session._jsonl import JsonlPersistence
 
 # Arbitrary unicode (control characters, U+2028, astral planes); hypothesis's text
 # never produces lone surrogates, which UTF-8 cannot hold.

@@ -1,40 +1,22 @@
-"""Run a state machine against a deliberately broken runtime and check the report."""
+"""Run a state machine against a deliberately broken runtime and check the report.
+
+The verdict never depends on machine speed: generation is derandomized and bounded by an
+example count and a step count, and there is no shrink phase (shrinking is bounded only
+by wall-clock time in hypothesis, so a loaded machine would shrink less). What is checked
+is that the machine fails with the invariant's own message and reports the program that
+shows it; ``DSH_MUTATION_VERBOSE=1`` prints that program.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import Phase
-from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from dsh_trio.testing import machine_settings
-
-#: How long hypothesis may shrink one falsifying program. Deleting steps comes
-#: first and is quick; what a longer budget buys is mostly smaller argument values.
-SHRINK_SECONDS = float(os.environ.get("DSH_MUTATION_SHRINK_SECONDS", "3"))
-
-#: A shrunk program may keep at most this many steps, or half of what a generated
-#: program may have, whichever is more (rare breakages need longer programs).
-MAX_SHRUNK_STEPS = 8
-
-
-@contextlib.contextmanager
-def _shrinking_budget(seconds: float) -> Iterator[None]:
-    """Bound hypothesis's shrinking time (its own default is five minutes)."""
-    previous = getattr(engine, "MAX_SHRINKING_SECONDS", None)
-    if previous is None:  # another hypothesis version: keep its default
-        yield
-        return
-    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        engine.MAX_SHRINKING_SECONDS = previous
 
 
 def _rule_names(machine: type[RuleBasedStateMachine]) -> set[str]:
@@ -75,10 +57,10 @@ def assert_caught(
     max_examples: int = 500,
     steps: int = 15,
 ) -> list[str]:
-    """Run ``machine``; it must fail with an error matching ``match`` and a shrunk program.
+    """Run ``machine``; it must fail with an error matching ``match`` and report its program.
 
     Returns:
-        The steps of the shrunk program.
+        The rule steps of the reported program.
     """
     salt = os.environ.get("DSH_MUTATION_SALT")
     if salt:  # another derandomized seed: hypothesis derives it from the class
@@ -87,21 +69,17 @@ def assert_caught(
         "ci",
         max_examples=max_examples,
         stateful_step_count=steps,
-        phases=[Phase.generate, Phase.shrink],
+        phases=[Phase.generate],
         report_multiple_bugs=False,
     )
     try:
-        with _shrinking_budget(SHRINK_SECONDS):
-            run_state_machine_as_test(machine, settings=settings)
+        run_state_machine_as_test(machine, settings=settings)
     except AssertionError as exc:
         message = str(exc)
         program = program_of(exc, machine)
         assert program is not None, f"no falsifying program was reported for: {message}"
         assert re.search(match, message), (
             f"the machine failed for another reason: {message}\n" + "\n".join(program)
-        )
-        assert len(program) <= max(MAX_SHRUNK_STEPS, steps // 2), (
-            "the program was not shrunk:\n" + "\n".join(program)
         )
         if os.environ.get("DSH_MUTATION_VERBOSE"):
             print(f"\n{len(program)} steps: {match}\n  " + "\n  ".join(program))

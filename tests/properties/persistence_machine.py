@@ -46,8 +46,6 @@ from hypothesis.stateful import (
 )
 
 import dsh_trio as dsh
-from dsh_trio._values import TurnEnd
-from dsh_trio.session._codec import event_to_json
 from dsh_trio.testing import GuestLoop, advance_to_next_deadline, answers, reply, sends
 from dsh_trio.testing._machine import (
     InvariantViolation,
@@ -56,6 +54,7 @@ from dsh_trio.testing._machine import (
     RuntimeHost,
 )
 from dsh_trio.testing._strategies import CAUSES, Answer, Cancel, Send
+from dsh_trio.values import TurnEnd, event_to_json
 
 SESSION_ID = "persisted"
 OPTIONS = dsh.AgentOptions(provider="scripted", model="scripted-model")

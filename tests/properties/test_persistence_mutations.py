@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from dsh_trio.loop._inbox import Inbox
-from dsh_trio.session import _jsonl, _persistence
-from dsh_trio.session._recorder import SessionRecorder
+from dsh_trio.persistence import _jsonl, _persistence
+from dsh_trio.persistence._recorder import SessionRecorder
 from dsh_trio.session._session import Session
 
 from .mutation import assert_caught

@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from dsh_trio._values import (
+from dsh_trio.values import (
     EVENT_DATA_TYPES,
     Aborted,
     AdapterDefaults,
@@ -67,8 +67,9 @@ from dsh_trio._values import (
     UserCancel,
     UserMessage,
     UserSource,
+    event_from_json,
+    event_to_json,
 )
-from dsh_trio.session._codec import event_from_json, event_to_json
 
 SAFE = 2**53 - 1
 

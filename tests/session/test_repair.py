@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_trio._values import (
+from dsh_trio.session import Session, close_interrupted_turn, interrupted_turn_closers
+from dsh_trio.values import (
     AssistantMessage,
     AssistantMessageData,
     Completed,
@@ -25,7 +26,6 @@ from dsh_trio._values import (
     UserMessage,
     user_message,
 )
-from dsh_trio.session import Session, close_interrupted_turn, interrupted_turn_closers
 
 
 def calls(*pairs: tuple[str, str], step: int = 1) -> AssistantMessageData:

@@ -10,7 +10,9 @@ from typing import Any
 import attrs
 import pytest
 
-from dsh_trio._values import (
+from dsh_trio.errors import InvalidEventError, SessionReentrancyError
+from dsh_trio.session import Session
+from dsh_trio.values import (
     Aborted,
     AdapterDefaults,
     AssistantMessage,
@@ -39,8 +41,6 @@ from dsh_trio._values import (
     UserMessage,
     user_message,
 )
-from dsh_trio.errors import InvalidEventError, SessionReentrancyError
-from dsh_trio.session import Session
 
 
 def counter(start: int = 1_000) -> Any:

@@ -9,7 +9,14 @@ from typing import Any
 import attrs
 import pytest
 
-from dsh_trio._values import (
+from dsh_trio.errors import (
+    ForkBoundaryError,
+    InvalidSessionIdError,
+    SessionCorruptError,
+    SessionFormatError,
+)
+from dsh_trio.session import Session
+from dsh_trio.values import (
     AssistantAttemptData,
     AssistantMessage,
     AssistantMessageData,
@@ -30,13 +37,6 @@ from dsh_trio._values import (
     TurnStart,
     user_message,
 )
-from dsh_trio.errors import (
-    ForkBoundaryError,
-    InvalidSessionIdError,
-    SessionCorruptError,
-    SessionFormatError,
-)
-from dsh_trio.session import Session
 
 
 def ev(seq: int, type_: str, data: Any, **kw: Any) -> SessionEvent:

@@ -9,7 +9,9 @@ import attrs
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dsh_trio._values import (
+from dsh_trio.errors import InvalidEventError
+from dsh_trio.session import Session
+from dsh_trio.values import (
     AssistantMessage,
     AssistantMessageData,
     Message,
@@ -29,8 +31,6 @@ from dsh_trio._values import (
     UserMessage,
     user_message,
 )
-from dsh_trio.errors import InvalidEventError
-from dsh_trio.session import Session
 
 
 def system(text: str, id: str = "sys") -> SystemMessageData:

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dsh_trio._values import (
+from dsh_trio.errors import InvalidStreamChunkError, SessionCorruptError
+from dsh_trio.session import StreamAccumulator, expand_stream, stream_text
+from dsh_trio.session._stream import (
+    first_token_time,
+    has_visible_content,
+    last_raw_chunk,
+)
+from dsh_trio.values import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -26,13 +33,6 @@ from dsh_trio._values import (
     ToolCallChunksRecord,
     ToolCallDelta,
     Usage,
-)
-from dsh_trio.errors import InvalidStreamChunkError, SessionCorruptError
-from dsh_trio.session import StreamAccumulator, expand_stream, stream_text
-from dsh_trio.session._stream import (
-    first_token_time,
-    has_visible_content,
-    last_raw_chunk,
 )
 
 SAFE = 2**53 - 1

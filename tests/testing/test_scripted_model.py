@@ -10,7 +10,22 @@ import pytest
 import trio
 import trio.testing
 
-from dsh_trio._values import (
+from dsh_trio.errors import LlmError
+from dsh_trio.llm._types import ModelRequest
+from dsh_trio.testing import (
+    Gate,
+    Script,
+    ScriptedModel,
+    chunks,
+    custom,
+    fail,
+    gate,
+    hang,
+    max_tokens,
+    reply,
+    tool_calls,
+)
+from dsh_trio.values import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -26,21 +41,6 @@ from dsh_trio._values import (
     ToolCallDelta,
     Usage,
     user_message,
-)
-from dsh_trio.errors import LlmError
-from dsh_trio.llm._types import ModelRequest
-from dsh_trio.testing import (
-    Gate,
-    Script,
-    ScriptedModel,
-    chunks,
-    custom,
-    fail,
-    gate,
-    hang,
-    max_tokens,
-    reply,
-    tool_calls,
 )
 
 

@@ -8,11 +8,11 @@ from typing import Any
 import attrs
 import pytest
 
-from dsh_trio._values import CancelCause, ToolCallBlock, ToolResultData
 from dsh_trio.loop import CancelSignal
 from dsh_trio.loop._inbox import Inbox
 from dsh_trio.session import Session
 from dsh_trio.tools import ToolRegistry
+from dsh_trio.values import CancelCause, ToolCallBlock, ToolResultData
 
 
 @attrs.define(eq=False)

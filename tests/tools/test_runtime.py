@@ -8,9 +8,9 @@ import pytest
 import trio
 
 import dsh_trio as dsh
-from dsh_trio._values import ToolResultBlock, ToolResultData
 from dsh_trio.testing import ScriptedModel, reply, tool_calls
 from dsh_trio.tools import ToolContext, tool
+from dsh_trio.values import ToolResultBlock, ToolResultData
 
 OPTIONS = dsh.AgentOptions(provider="scripted", model="m")
 

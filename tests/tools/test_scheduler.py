@@ -9,7 +9,13 @@ import trio
 import trio.testing
 
 from dsh_trio import user_message
-from dsh_trio._values import (
+from dsh_trio.errors import (
+    DuplicateMessageError,
+    InvalidSpliceError,
+    ToolDefinitionError,
+)
+from dsh_trio.tools import Tool, ToolContext, ToolRegistry, ToolResult, tool
+from dsh_trio.values import (
     ImageBlock,
     TextBlock,
     ToolErrorInfo,
@@ -17,12 +23,6 @@ from dsh_trio._values import (
     ToolSource,
     UserCancel,
 )
-from dsh_trio.errors import (
-    DuplicateMessageError,
-    InvalidSpliceError,
-    ToolDefinitionError,
-)
-from dsh_trio.tools import Tool, ToolContext, ToolRegistry, ToolResult, tool
 
 from .conftest import (
     FakeAgent,

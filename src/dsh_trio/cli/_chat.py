@@ -18,21 +18,6 @@ from typing import Final, Protocol, TextIO
 import attrs
 import trio
 
-from .._values import (
-    Aborted,
-    AgentOptions,
-    AgentStatus,
-    BlockEnd,
-    Completed,
-    Errored,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallBlock,
-    TurnEnd,
-    TurnEndReason,
-    UserCancel,
-    user_message,
-)
 from ..errors import (
     InvalidSessionIdError,
     SessionCorruptError,
@@ -50,7 +35,22 @@ from ..events import (
 )
 from ..loop import Agent
 from ..nursery import open_runtime
-from ..session import JsonlPersistence
+from ..persistence import JsonlPersistence
+from ..values import (
+    Aborted,
+    AgentOptions,
+    AgentStatus,
+    BlockEnd,
+    Completed,
+    Errored,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallBlock,
+    TurnEnd,
+    TurnEndReason,
+    UserCancel,
+    user_message,
+)
 from ._config import ModelChoice
 from ._transcript import describe_reason
 

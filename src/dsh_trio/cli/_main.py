@@ -15,7 +15,7 @@ import trio
 
 from .. import __version__
 from ..errors import DshError
-from ..session import JsonlPersistence
+from ..persistence import JsonlPersistence
 from ._chat import DEFAULT_SYSTEM_PROMPT, run_chat
 from ._config import (
     DEFAULT_SESSION_DIR,

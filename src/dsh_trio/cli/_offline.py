@@ -13,7 +13,8 @@ from typing import Final
 import attrs
 import trio
 
-from .._values import (
+from ..llm import ModelRequest
+from ..values import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -26,7 +27,6 @@ from .._values import (
     UserMessage,
     UserSource,
 )
-from ..llm import ModelRequest
 
 __all__ = ["OFFLINE_MODEL", "OFFLINE_PROVIDER", "OfflineModel", "offline_reply"]
 

@@ -16,7 +16,10 @@ from typing import Final
 import attrs
 import trio
 
-from .._values import (
+from ..errors import DshError, SessionCorruptError, SessionFormatError
+from ..persistence import JsonlPersistence
+from ..values import (
+    FORMAT_VERSION,
     Aborted,
     AssistantAttemptData,
     AssistantMessageData,
@@ -48,10 +51,9 @@ from .._values import (
     TurnStart,
     UserMessage,
     UserSource,
+    event_from_json,
+    header_from_json,
 )
-from ..errors import DshError, SessionCorruptError, SessionFormatError
-from ..session import JsonlPersistence
-from ..session._codec import event_from_json, header_from_json
 
 __all__ = [
     "SessionSummary",
@@ -67,7 +69,6 @@ __all__ = [
     "summarize",
 ]
 
-_FORMAT_VERSION: Final = 3
 _SNIPPET: Final = 60
 _INDENT: Final = "    "
 
@@ -133,10 +134,10 @@ def read_log(path: str) -> StoredLog:
     if (
         isinstance(version, (int, float))
         and not isinstance(version, bool)
-        and version != _FORMAT_VERSION
+        and version != FORMAT_VERSION
     ):
         raise SessionFormatError(
-            f"session log {path} uses format version {version}; this tool reads version {_FORMAT_VERSION}",
+            f"session log {path} uses format version {version}; this tool reads version {FORMAT_VERSION}",
             version=version,
         )
     header = header_from_json(raw)

@@ -1,4 +1,16 @@
-"""The event bus and the payloads of the runtime's events."""
+"""The event bus, the names of the runtime's events, and their payloads.
+
+The bus is generic: it knows no agent. Scope filtering asks the runtime for an agent's
+owners through a resolver the runtime installs.
+
+The payload classes of API.md §5 that carry an agent, a session or a cancel signal are
+defined by the agent driver in :mod:`dsh_trio.loop` (they depend on it; this layer sits
+below it) and resolved here on first access, so ``from dsh_trio.events import PreStep``
+works as API.md says without this package importing the layer above it.
+"""
+
+import importlib
+from typing import TYPE_CHECKING
 
 from ._bus import (
     EmitListener as EmitListener,
@@ -6,29 +18,58 @@ from ._bus import (
     SerialListener as SerialListener,
     WaterfallListener as WaterfallListener,
 )
-from ._payloads import (
+from ._frames import (
     EVENT_NAMES as EVENT_NAMES,
     Abandoned as Abandoned,
-    AgentCreated as AgentCreated,
-    AgentDisposed as AgentDisposed,
-    AgentErrorEvent as AgentErrorEvent,
-    AgentStatusChanged as AgentStatusChanged,
-    AssistantStream as AssistantStream,
     Committed as Committed,
-    InboxClaimed as InboxClaimed,
-    InboxDiscarded as InboxDiscarded,
-    InboxInserted as InboxInserted,
-    PreStep as PreStep,
-    RequestFailed as RequestFailed,
-    RequestProposal as RequestProposal,
-    SessionEventAppended as SessionEventAppended,
     StreamChunkFrame as StreamChunkFrame,
     StreamEndFrame as StreamEndFrame,
     StreamFrame as StreamFrame,
     StreamOutcome as StreamOutcome,
     StreamStartFrame as StreamStartFrame,
-    TurnStopping as TurnStopping,
 )
+
+_PAYLOAD_NAMES = frozenset(
+    {
+        "AgentCreated",
+        "AgentDisposed",
+        "AgentErrorEvent",
+        "AgentStatusChanged",
+        "AssistantStream",
+        "InboxClaimed",
+        "InboxDiscarded",
+        "InboxInserted",
+        "PreStep",
+        "RequestFailed",
+        "RequestProposal",
+        "SessionEventAppended",
+        "TurnStopping",
+    }
+)
+
+if TYPE_CHECKING:
+    from ..loop import (
+        AgentCreated as AgentCreated,
+        AgentDisposed as AgentDisposed,
+        AgentErrorEvent as AgentErrorEvent,
+        AgentStatusChanged as AgentStatusChanged,
+        AssistantStream as AssistantStream,
+        InboxClaimed as InboxClaimed,
+        InboxDiscarded as InboxDiscarded,
+        InboxInserted as InboxInserted,
+        PreStep as PreStep,
+        RequestFailed as RequestFailed,
+        RequestProposal as RequestProposal,
+        SessionEventAppended as SessionEventAppended,
+        TurnStopping as TurnStopping,
+    )
+
+
+def __getattr__(name: str) -> object:
+    if name in _PAYLOAD_NAMES:
+        return getattr(importlib.import_module("dsh_trio.loop"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EventBus",
@@ -36,24 +77,24 @@ __all__ = [
     "SerialListener",
     "WaterfallListener",
     "EVENT_NAMES",
-    "AgentCreated",
-    "AgentDisposed",
-    "AgentStatusChanged",
-    "AgentErrorEvent",
-    "InboxInserted",
-    "InboxClaimed",
-    "InboxDiscarded",
-    "AssistantStream",
-    "StreamStartFrame",
+    "Abandoned",
+    "Committed",
     "StreamChunkFrame",
     "StreamEndFrame",
     "StreamFrame",
-    "Committed",
-    "Abandoned",
     "StreamOutcome",
+    "StreamStartFrame",
+    "AgentCreated",
+    "AgentDisposed",
+    "AgentErrorEvent",
+    "AgentStatusChanged",
+    "AssistantStream",
+    "InboxClaimed",
+    "InboxDiscarded",
+    "InboxInserted",
     "PreStep",
-    "RequestProposal",
     "RequestFailed",
-    "TurnStopping",
+    "RequestProposal",
     "SessionEventAppended",
+    "TurnStopping",
 ]

@@ -1,6 +1,7 @@
 """The model seam: stream chunks, adapters, the block assembler, registry and retries."""
 
-from .._values import (
+from ..errors import LlmError as LlmError
+from ..values import (
     BlockEnd as BlockEnd,
     BlockStart as BlockStart,
     Finish as Finish,
@@ -12,11 +13,9 @@ from .._values import (
     ToolCallDelta as ToolCallDelta,
     Usage as Usage,
 )
-from ..errors import LlmError as LlmError
 from ._assembler import BlockAssembler as BlockAssembler
 from ._openai import OpenAICompatibleAdapter as OpenAICompatibleAdapter
 from ._registry import ModelRegistry as ModelRegistry, RetryPolicy as RetryPolicy
-from ._retry import install_retry_listener as install_retry_listener
 from ._runtime import error_chain as error_chain, stream_model as stream_model
 from ._types import ModelAdapter as ModelAdapter, ModelRequest as ModelRequest
 
@@ -39,6 +38,5 @@ __all__ = [
     "RetryPolicy",
     "stream_model",
     "error_chain",
-    "install_retry_listener",
     "OpenAICompatibleAdapter",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .._values import (
+from ..errors import LlmError
+from ..values import (
     BlockEnd,
     BlockStart,
     ContentBlock,
@@ -19,7 +20,6 @@ from .._values import (
     ToolCallDelta,
     Usage,
 )
-from ..errors import LlmError
 
 __all__ = ["BlockAssembler"]
 

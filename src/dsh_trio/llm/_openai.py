@@ -25,7 +25,8 @@ import attrs
 import httpx  # noqa: ASYNC127  # the public contract takes an httpx.AsyncClient
 import trio
 
-from .._values import (
+from ..errors import LlmError
+from ..values import (
     AssistantMessage,
     BlockEnd,
     BlockStart,
@@ -49,7 +50,6 @@ from .._values import (
     Usage,
     UserMessage,
 )
-from ..errors import LlmError
 from ._types import ModelRequest
 
 __all__ = ["OpenAICompatibleAdapter"]

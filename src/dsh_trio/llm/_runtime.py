@@ -7,8 +7,8 @@ from collections.abc import AsyncGenerator
 
 import trio
 
-from .._values import Finish, FinishKind, FinishReason, LlmFailure, StreamChunk
 from ..errors import LlmError
+from ..values import Finish, FinishKind, FinishReason, LlmFailure, StreamChunk
 from ._types import ModelAdapter, ModelRequest
 
 __all__ = ["error_chain", "failure_of", "stream_model"]

@@ -7,7 +7,7 @@ from typing import Protocol
 
 import attrs
 
-from .._values import JsonValue, Message, SessionId, StreamChunk
+from ..values import JsonValue, Message, SessionId, StreamChunk
 
 __all__ = ["ModelAdapter", "ModelRequest"]
 

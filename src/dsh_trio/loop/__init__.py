@@ -12,8 +12,23 @@ from ._initiator import (
     no_initiator as no_initiator,
     require_initiator as require_initiator,
 )
+from ._payloads import (
+    AgentCreated as AgentCreated,
+    AgentDisposed as AgentDisposed,
+    AgentErrorEvent as AgentErrorEvent,
+    AgentStatusChanged as AgentStatusChanged,
+    AssistantStream as AssistantStream,
+    InboxClaimed as InboxClaimed,
+    InboxDiscarded as InboxDiscarded,
+    InboxInserted as InboxInserted,
+    PreStep as PreStep,
+    RequestFailed as RequestFailed,
+    RequestProposal as RequestProposal,
+    SessionEventAppended as SessionEventAppended,
+    TurnStopping as TurnStopping,
+)
 from ._prompt import SystemPrompt as SystemPrompt
-from ._services import ToolExecutor as ToolExecutor
+from ._services import AgentServices as AgentServices, ToolExecutor as ToolExecutor
 from ._signal import CancelSignal as CancelSignal
 
 __all__ = [
@@ -24,8 +39,4 @@ __all__ = [
     "Inbox",
     "SystemPrompt",
     "ToolExecutor",
-    "current_initiator",
-    "initiator",
-    "no_initiator",
-    "require_initiator",
 ]

@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import trio
 
-from .._values import (
+from ..errors import (
+    AgentBusyError,
+    AgentCancelled,
+    AgentDisposedError,
+    DshError,
+    LlmError,
+)
+from ..events import (
+    Abandoned,
+    Committed,
+    StreamChunkFrame,
+    StreamEndFrame,
+    StreamStartFrame,
+)
+from ..llm import BlockAssembler, ModelRequest, error_chain, stream_model
+from ..session import StreamAccumulator
+from ..values import (
     Aborted,
     AgentOptions,
     AgentStatus,
@@ -50,20 +65,14 @@ from .._values import (
     UserCancel,
     UserMessage,
     new_message_id,
+    now_ms,
 )
-from ..errors import (
-    AgentBusyError,
-    AgentCancelled,
-    AgentDisposedError,
-    DshError,
-    LlmError,
-)
-from ..events import (
-    Abandoned,
+from ._inbox import Inbox, coerce_target
+from ._initiator import _initiator
+from ._payloads import (
     AgentErrorEvent,
     AgentStatusChanged,
     AssistantStream,
-    Committed,
     InboxClaimed,
     InboxDiscarded,
     InboxInserted,
@@ -71,17 +80,8 @@ from ..events import (
     RequestFailed,
     RequestProposal,
     SessionEventAppended,
-    StreamChunkFrame,
-    StreamEndFrame,
-    StreamStartFrame,
     TurnStopping,
 )
-from ..llm._assembler import BlockAssembler
-from ..llm._runtime import error_chain, stream_model
-from ..llm._types import ModelRequest
-from ..session._stream import StreamAccumulator
-from ._inbox import Inbox, coerce_target
-from ._initiator import _initiator
 from ._prompt import SystemPromptProjection
 from ._signal import CancelSignal
 
@@ -102,10 +102,6 @@ _RUNNING: Final = 2
 
 class AgentConfigError(DshError, ValueError):
     """A request could not be built: no provider/model after ``agent/request``."""
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _plain_cause(cause: CancelCause) -> CancelCause:
@@ -836,7 +832,7 @@ class Agent:
                 async for chunk in stream:
                     if signal.cancelled:
                         break  # a chunk that arrives after the abort is not kept
-                    now = _now_ms()
+                    now = now_ms()
                     records.push(chunk, now)
                     assembler.push(chunk)
                     if frames:

@@ -6,9 +6,15 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from .._values import InboxSplice, InboxTarget, SessionEvent, UserMessage
 from ..errors import DuplicateMessageError, InvalidSpliceError, SessionCorruptError
-from ..session._checks import DataShapeError, checker
+from ..values import (
+    DataShapeError,
+    InboxSplice,
+    InboxTarget,
+    SessionEvent,
+    UserMessage,
+    checker,
+)
 
 if TYPE_CHECKING:
     from ..session import Session

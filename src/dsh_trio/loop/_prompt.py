@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .._values import (
+from ..values import (
     SYSTEM_PROMPT_PLUGIN,
     ContentBlock,
     PluginSource,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from .._values import (
+from ..values import (
     JsonValue,
     ToolCallBlock,
 )

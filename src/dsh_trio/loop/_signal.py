@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import trio
 
-from .._values import CancelCause, HookCancel
 from ..errors import AgentCancelled
+from ..values import CancelCause, HookCancel
 
 __all__ = ["CancelSignal"]
 

@@ -1,10 +1,14 @@
 """Ownership: the runtime nursery, the agent registry, handles and disposal."""
 
-from ..loop._initiator import (
+from ..loop import (
     current_initiator as current_initiator,
     initiator as initiator,
     no_initiator as no_initiator,
     require_initiator as require_initiator,
+)
+from ._retry import (
+    install_retry_listener as install_retry_listener,
+    retry_delay_ms as retry_delay_ms,
 )
 from ._runtime import (
     AgentExistsError as AgentExistsError,
@@ -22,6 +26,8 @@ __all__ = [
     "Runtime",
     "SessionStore",
     "current_initiator",
+    "install_retry_listener",
+    "retry_delay_ms",
     "initiator",
     "no_initiator",
     "open_runtime",

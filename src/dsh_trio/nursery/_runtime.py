@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -13,14 +12,6 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import attrs
 import trio
 
-from .._values import (
-    AgentOptions,
-    DisposedCancel,
-    EndSeed,
-    SessionEvent,
-    SessionHeader,
-    SessionId,
-)
 from ..errors import (
     AgentDisposedError,
     DshError,
@@ -28,16 +19,36 @@ from ..errors import (
     PersistenceNotConfiguredError,
 )
 from ..events import AgentCreated, AgentDisposed, EventBus
-from ..llm import ModelAdapter, ModelRegistry, RetryPolicy, install_retry_listener
-from ..loop import Agent, AgentConfigError, AgentScope, CancelSignal, SystemPrompt
-from ..loop._services import AgentServices
+from ..llm import ModelAdapter, ModelRegistry, RetryPolicy
+from ..loop import (
+    Agent,
+    AgentConfigError,
+    AgentScope,
+    AgentServices,
+    CancelSignal,
+    SystemPrompt,
+)
+from ..persistence import (
+    SessionPersistence,
+    SessionRecorder,
+    SessionWriter,
+    load_session,
+)
 from ..session import Session
-from ..session._persistence import SessionPersistence, SessionWriter, load_session
-from ..session._recorder import SessionRecorder
 from ..tools import Tool, ToolRegistry
+from ..values import (
+    AgentOptions,
+    DisposedCancel,
+    EndSeed,
+    SessionEvent,
+    SessionHeader,
+    SessionId,
+    now_ms,
+)
+from ._retry import install_retry_listener
 
 if TYPE_CHECKING:
-    from ..session._persistence import SessionPersistence as _Persistence
+    from ..persistence import SessionPersistence as _Persistence
 
 __all__ = [
     "AgentExistsError",
@@ -282,7 +293,7 @@ class AgentRegistry:
             )
         header = SessionHeader(
             id=SessionId(sid),
-            created_at=time.time_ns() // 1_000_000,
+            created_at=now_ms(),
             is_seeded=seed is not None,
             **fields,
         )

@@ -1,6 +1,9 @@
 """The session log: append-only events, the surface, derived history, stream records."""
 
-from .._values import (
+import importlib
+from typing import TYPE_CHECKING
+
+from ..values import (
     SessionEvent as SessionEvent,
     SessionHeader as SessionHeader,
     SurfaceReplace as SurfaceReplace,
@@ -29,22 +32,22 @@ __all__ = [
     "close_interrupted_turn",
 ]
 
-from ._jsonl import JsonlPersistence as JsonlPersistence
-from ._persistence import (
-    SessionPersistence as SessionPersistence,
-    SessionWriter as SessionWriter,
-    load_session as load_session,
-)
-from ._recorder import (
-    SessionRecorder as SessionRecorder,
-    persist_new_session as persist_new_session,
-)
+# API.md §6 names the persistence backends under ``dsh_trio.session``. They live one layer
+# up, in :mod:`dsh_trio.persistence` (they depend on this package, never the reverse), so
+# these two names are resolved on first access instead of at import time.
+_PERSISTENCE_NAMES = frozenset({"JsonlPersistence", "SessionPersistence"})
 
-__all__ += [
-    "JsonlPersistence",
-    "SessionPersistence",
-    "SessionWriter",
-    "SessionRecorder",
-    "load_session",
-    "persist_new_session",
-]
+if TYPE_CHECKING:
+    from ..persistence import (
+        JsonlPersistence as JsonlPersistence,
+        SessionPersistence as SessionPersistence,
+    )
+
+
+def __getattr__(name: str) -> object:
+    if name in _PERSISTENCE_NAMES:
+        return getattr(importlib.import_module("dsh_trio.persistence"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ += ["JsonlPersistence", "SessionPersistence"]

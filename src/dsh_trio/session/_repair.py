@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
-from .._values import (
+from ..values import (
     AssistantMessageData,
     EventData,
     Interrupted,
@@ -26,7 +26,7 @@ from .._values import (
 )
 
 if TYPE_CHECKING:
-    from .._values import SessionEvent
+    from ..values import SessionEvent
     from ._session import Session
 
 __all__ = ["Closer", "interrupted_turn_closers", "close_interrupted_turn"]

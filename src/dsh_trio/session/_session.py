@@ -8,18 +8,27 @@ and notifies listeners without blocking. Persistence listens through
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, overload
 
 import attrs
 
-from .._values import (
+from ..errors import (
+    ForkBoundaryError,
+    InvalidEventError,
+    InvalidSessionIdError,
+    SessionCorruptError,
+    SessionFormatError,
+    SessionReentrancyError,
+)
+from ..values import (
     EVENT_DATA_TYPES,
+    FORMAT_VERSION,
     SURFACE_TYPES,
     AssistantAttemptData,
     AssistantMessageData,
+    DataShapeError,
     EndSeed,
     EpochHeader,
     EventData,
@@ -35,25 +44,17 @@ from .._values import (
     ToolResultBlock,
     ToolResultData,
     UserMessage,
+    check_json,
+    check_json_value,
+    checker,
+    now_ms,
+    typed_data,
 )
-from ..errors import (
-    ForkBoundaryError,
-    InvalidEventError,
-    InvalidSessionIdError,
-    SessionCorruptError,
-    SessionFormatError,
-    SessionReentrancyError,
-)
-from ._checks import DataShapeError, check_json_value, checker
-from ._codec import check_json, typed_data
 from ._stream import expand_stream
 
-__all__ = ["Session", "SessionEvents", "SESSION_FORMAT_VERSION"]
+__all__ = ["Session", "SessionEvents"]
 
 _logger = logging.getLogger("dsh_trio")
-
-#: The format version this library writes and reads.
-SESSION_FORMAT_VERSION: Final = 3
 
 _MAX: Final = 2**53 - 1
 _APPEND: Final[tuple[int, int]] = (-1, -1)
@@ -61,10 +62,6 @@ _APPEND: Final[tuple[int, int]] = (-1, -1)
 _CHECKERS: dict[str, Callable[[Any], None]] = {
     name: checker(cls) for name, cls in EVENT_DATA_TYPES.items()
 }
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class SessionEvents(Sequence[SessionEvent]):
@@ -278,11 +275,11 @@ class Session:
                 match ``header.id``.
             SessionCorruptError: the seed is malformed (``seq`` names the event).
         """
-        clock_fn = clock if clock is not None else _wall_clock_ms
+        clock_fn = clock if clock is not None else now_ms
         if header is None:
             sid = _check_id(session_id if session_id is not None else str(uuid.uuid4()))
             header = SessionHeader(
-                version=SESSION_FORMAT_VERSION,
+                version=FORMAT_VERSION,
                 id=sid,
                 created_at=clock_fn(),
                 cwd=cwd,
@@ -348,17 +345,17 @@ class Session:
             raise SessionCorruptError(
                 f"header must be a SessionHeader, got {type(header).__name__}"
             )
-        if header.version != SESSION_FORMAT_VERSION:
+        if header.version != FORMAT_VERSION:
             raise SessionFormatError(
                 f"session format version {header.version!r} is not supported "
-                f"(this library reads version {SESSION_FORMAT_VERSION})",
+                f"(this library reads version {FORMAT_VERSION})",
                 version=header.version,
             )
         sid = _check_id(header.id)
         session = cls(
             id=sid,
             header=header,
-            clock=clock if clock is not None else _wall_clock_ms,
+            clock=clock if clock is not None else now_ms,
         )
         session._load(events, "log")
         return session

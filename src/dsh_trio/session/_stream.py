@@ -23,8 +23,10 @@ from typing import Final, TypeVar
 
 import attrs
 
-from .._values import (
+from ..errors import InvalidStreamChunkError, SessionCorruptError
+from ..values import (
     BlockEnd,
+    DataShapeError,
     RawChunkRecord,
     ReasoningBlock,
     ReasoningChunksRecord,
@@ -36,9 +38,9 @@ from .._values import (
     TextDelta,
     ToolCallChunksRecord,
     ToolCallDelta,
+    checker,
+    utf8_ok,
 )
-from ..errors import InvalidStreamChunkError, SessionCorruptError
-from ._checks import DataShapeError, checker, utf8_ok
 
 __all__ = [
     "StreamAccumulator",

@@ -45,7 +45,24 @@ from hypothesis import HealthCheck, event, settings, strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from .._values import (
+from ..errors import (
+    AgentBusyError,
+    AgentCancelled,
+    AgentDisposedError,
+    DshError,
+    DuplicateMessageError,
+)
+from ..events import (
+    AgentDisposed,
+    AgentStatusChanged,
+    InboxClaimed,
+    InboxDiscarded,
+    InboxInserted,
+)
+from ..llm import ModelRequest
+from ..loop import Agent
+from ..nursery import AgentHandle, Runtime, open_runtime
+from ..values import (
     Aborted,
     AgentOptions,
     AgentStatus,
@@ -68,23 +85,6 @@ from .._values import (
     UserCancel,
     UserMessage,
 )
-from ..errors import (
-    AgentBusyError,
-    AgentCancelled,
-    AgentDisposedError,
-    DshError,
-    DuplicateMessageError,
-)
-from ..events import (
-    AgentDisposed,
-    AgentStatusChanged,
-    InboxClaimed,
-    InboxDiscarded,
-    InboxInserted,
-)
-from ..llm._types import ModelRequest
-from ..loop import Agent
-from ..nursery import AgentHandle, Runtime, open_runtime
 from ._guest import Deadlock, GuestLoop, advance_by, advance_to_next_deadline
 from ._scripted import (
     Gate,

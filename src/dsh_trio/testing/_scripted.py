@@ -21,7 +21,9 @@ from contextlib import AsyncExitStack, aclosing
 import attrs
 import trio
 
-from .._values import (
+from ..errors import LlmError
+from ..llm import ModelRequest
+from ..values import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -37,8 +39,6 @@ from .._values import (
     ToolCallDelta,
     Usage,
 )
-from ..errors import LlmError
-from ..llm._types import ModelRequest
 
 __all__ = [
     "ScriptedModel",

@@ -20,7 +20,7 @@ from typing import Final, Literal, TypeAlias
 import attrs
 from hypothesis import strategies as st
 
-from .._values import (
+from ..values import (
     CancelCause,
     DisposedCancel,
     HookCancel,

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._values import (
+from ..errors import AgentCancelled, ToolArgumentsError, ToolDefinitionError
+from ..values import (
     ContentBlock,
+    DataShapeError,
     InboxTarget,
     JsonValue,
     TextBlock,
@@ -30,11 +32,10 @@ from .._values import (
     ToolResultData,
     ToolSource,
     UserMessage,
+    check_json,
+    check_typed,
     new_message_id,
 )
-from ..errors import AgentCancelled, ToolArgumentsError, ToolDefinitionError
-from ..session._checks import DataShapeError, check_typed
-from ..session._codec import check_json
 from ._schema import parse_arguments
 from ._tool import Tool, ToolContext, ToolResult, _to_content
 

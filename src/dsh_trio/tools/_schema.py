@@ -19,9 +19,8 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from .._values import JsonValue
 from ..errors import ToolArgumentsError, ToolDefinitionError
-from ..session._codec import check_json
+from ..values import JsonValue, check_json
 
 __all__ = [
     "ArgumentsSpec",

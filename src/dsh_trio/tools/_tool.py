@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import attrs
 
-from .._values import (
+from ..errors import DuplicateMessageError, InvalidSpliceError, ToolDefinitionError
+from ..values import (
     ContentBlock,
     ImageBlock,
     JsonValue,
@@ -19,9 +20,9 @@ from .._values import (
     ToolCallBlock,
     ToolResultBlock,
     UserMessage,
+    check_json,
+    to_json,
 )
-from ..errors import DuplicateMessageError, InvalidSpliceError, ToolDefinitionError
-from ..session._codec import check_json, to_json
 from ._schema import ArgumentsSpec, compile_parameter
 
 if TYPE_CHECKING:

@@ -6,7 +6,10 @@ import pytest
 import trio
 import trio.testing
 
-from dsh_trio._values import (
+from dsh_trio.events import EventBus, RequestFailed
+from dsh_trio.llm import ModelRegistry, RetryPolicy
+from dsh_trio.nursery import install_retry_listener
+from dsh_trio.values import (
     JsonValue,
     LlmFailure,
     RequestErrorAction,
@@ -14,8 +17,6 @@ from dsh_trio._values import (
     SessionEvent,
     TurnStart,
 )
-from dsh_trio.events import EventBus, RequestFailed
-from dsh_trio.llm import ModelRegistry, RetryPolicy, install_retry_listener
 
 
 def as_dict(value: object) -> dict[str, JsonValue]:

@@ -9,10 +9,17 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from .._values import JsonValue, LlmFailure, RequestErrorAction, Retry, SessionEvent
-from ..events import EventBus, RequestFailed
-from ..session._codec import to_json
-from ._registry import ModelRegistry, RetryPolicy
+from ..events import EventBus
+from ..llm import ModelRegistry, RetryPolicy
+from ..loop import RequestFailed
+from ..values import (
+    JsonValue,
+    LlmFailure,
+    RequestErrorAction,
+    Retry,
+    SessionEvent,
+    to_json,
+)
 
 __all__ = ["install_retry_listener", "retry_delay_ms"]
 

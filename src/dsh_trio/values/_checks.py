@@ -22,24 +22,32 @@ from typing import Any, Final
 
 import attrs
 
-from .._values import (
+from ._causes import (
     CANCEL_CAUSES,
-    AdapterDefaults,
-    AssistantMessage,
-    AssistantMessageData,
     CancelCause,
-    EndSeed,
-    EpochHeader,
-    JsonValue,
+)
+from ._chunks import (
     ReasoningChunksRecord,
-    RequestHeaderData,
-    SystemMessage,
     TextChunksRecord,
     ToolCallChunksRecord,
+)
+from ._content import (
+    AssistantMessage,
+    SystemMessage,
     ToolResultBlock,
-    ToolResultData,
     ToolSource,
     UserMessage,
+)
+from ._event_data import (
+    AdapterDefaults,
+    AssistantMessageData,
+    EndSeed,
+    EpochHeader,
+    RequestHeaderData,
+    ToolResultData,
+)
+from ._ids import (
+    JsonValue,
 )
 
 __all__ = [

@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 import trio
 
-from ._repair import close_interrupted_turn
-from ._session import Session
+from ..session import Session, close_interrupted_turn
 
 if TYPE_CHECKING:
-    from .._values import SessionEvent, SessionHeader
+    from ..values import SessionEvent, SessionHeader
 
 __all__ = [
     "Durability",

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
-from .._values import SessionEvent, SessionHeader
 from ..errors import (
     InvalidEventError,
     InvalidSessionIdError,
@@ -48,7 +47,15 @@ from ..errors import (
     SessionLockedError,
     SessionNotFoundError,
 )
-from ._codec import event_from_json, event_to_json, header_from_json, header_to_json
+from ..values import (
+    FORMAT_VERSION,
+    SessionEvent,
+    SessionHeader,
+    event_from_json,
+    event_to_json,
+    header_from_json,
+    header_to_json,
+)
 
 if sys.platform != "win32":
     import fcntl
@@ -56,10 +63,8 @@ if sys.platform != "win32":
 if TYPE_CHECKING:
     from ._persistence import Durability
 
-__all__ = ["JsonlPersistence", "FORMAT_VERSION", "LOG_FILE_NAME"]
+__all__ = ["JsonlPersistence", "LOG_FILE_NAME"]
 
-#: The session format generation this backend reads and writes.
-FORMAT_VERSION: Final = 3
 #: The log file's name inside its session directory.
 LOG_FILE_NAME: Final = f"session.v{FORMAT_VERSION}.jsonl"
 _LOCK_FILE_NAME: Final = "session.lock"

@@ -14,9 +14,9 @@ import attrs
 import trio
 
 if TYPE_CHECKING:
-    from .._values import SessionEvent
+    from ..session import Session
+    from ..values import SessionEvent
     from ._persistence import Durability, SessionPersistence, SessionWriter
-    from ._session import Session
 
 __all__ = ["SessionRecorder", "persist_new_session"]
 

@@ -22,54 +22,62 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from .._values import (
+from ..errors import InvalidEventError, SessionCorruptError
+from ._causes import (
     CANCEL_CAUSES,
-    EVENT_DATA_TYPES,
-    SURFACE_TYPES,
     Aborted,
-    AssistantMessage,
     Blocked,
-    BlockEnd,
-    BlockStart,
     CancelCause,
     Completed,
-    ContentBlock,
     Errored,
-    EventData,
-    Finish,
-    ImageBlock,
     Interrupted,
-    JsonValue,
     MaxTokens,
+    TurnEndReason,
+)
+from ._chunks import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    RawChunkRecord,
+    ReasoningChunksRecord,
+    ReasoningDelta,
+    StreamChunk,
+    StreamRecord,
+    TextChunksRecord,
+    TextDelta,
+    ToolCallChunksRecord,
+    ToolCallDelta,
+    Usage,
+)
+from ._content import (
+    AssistantMessage,
+    ContentBlock,
+    ImageBlock,
     Message,
     MessageSource,
     ModelSource,
     PluginSource,
-    RawChunkRecord,
     ReasoningBlock,
-    ReasoningChunksRecord,
-    ReasoningDelta,
-    SessionEvent,
-    SessionHeader,
-    StreamChunk,
-    StreamRecord,
-    SurfaceOp,
-    SurfaceReplace,
     SystemMessage,
     TextBlock,
-    TextChunksRecord,
-    TextDelta,
     ToolCallBlock,
-    ToolCallChunksRecord,
-    ToolCallDelta,
     ToolResultBlock,
     ToolSource,
-    TurnEndReason,
-    Usage,
     UserMessage,
     UserSource,
 )
-from ..errors import InvalidEventError, SessionCorruptError
+from ._event_data import (
+    EVENT_DATA_TYPES,
+    SURFACE_TYPES,
+    EventData,
+    SessionEvent,
+    SessionHeader,
+    SurfaceOp,
+    SurfaceReplace,
+)
+from ._ids import (
+    JsonValue,
+)
 
 __all__ = [
     "converter",
@@ -81,6 +89,7 @@ __all__ = [
     "header_to_json",
     "header_from_json",
     "data_from_json",
+    "typed_data",
     "MAX_SAFE_INTEGER",
 ]
 

@@ -1,31 +1,30 @@
-"""Payloads of the runtime's events, and the frames of ``agent/assistant-stream``.
+"""Payloads of the runtime's events: the ones that carry an agent, a session or a signal.
 
-Payloads that carry an agent, a session or a cancel signal compare by identity
-(``eq=False``); frames and outcomes are plain values.
+They compare by identity (``eq=False``). They live here, beside the agent they carry, and
+:mod:`dsh_trio.events` re-exports them under the names of API.md §5.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from .._values import AgentStatus, LlmFailure, SessionEvent, StreamChunk, UserMessage
+from ..events import StreamFrame
+from ..llm import RetryPolicy
+from ..values import AgentStatus, LlmFailure, SessionEvent, UserMessage
 
 if TYPE_CHECKING:
-    from ..llm import RetryPolicy
-    from ..loop import Agent, CancelSignal
     from ..session import Session
+    from ._agent import Agent
+    from ._signal import CancelSignal
 
 __all__ = [
-    "EVENT_NAMES",
-    "Abandoned",
     "AgentCreated",
     "AgentDisposed",
     "AgentErrorEvent",
     "AgentStatusChanged",
     "AssistantStream",
-    "Committed",
     "InboxClaimed",
     "InboxDiscarded",
     "InboxInserted",
@@ -33,30 +32,8 @@ __all__ = [
     "RequestFailed",
     "RequestProposal",
     "SessionEventAppended",
-    "StreamChunkFrame",
-    "StreamEndFrame",
-    "StreamFrame",
-    "StreamOutcome",
-    "StreamStartFrame",
     "TurnStopping",
 ]
-
-#: Every event the runtime dispatches.
-EVENT_NAMES: tuple[str, ...] = (
-    "agent/created",
-    "agent/disposed",
-    "agent/status",
-    "agent/error",
-    "agent/inbox/inserted",
-    "agent/inbox/claimed",
-    "agent/inbox/discarded",
-    "agent/assistant-stream",
-    "agent/pre-step",
-    "agent/request",
-    "agent/request-error",
-    "agent/turn-stopping",
-    "session/event",
-)
 
 # --------------------------------------------------------------------------- lifecycle
 
@@ -126,65 +103,6 @@ class InboxDiscarded:
 
     agent: Agent
     message: UserMessage
-
-
-# --------------------------------------------------------------------------- stream frames
-
-
-@attrs.frozen
-class Committed:
-    """The attempt settled as the session event ``seq`` of type ``event_type``
-    (``"assistant/message"`` or ``"assistant/attempt"``)."""
-
-    event_type: str
-    seq: int
-
-
-@attrs.frozen
-class Abandoned:
-    """The attempt ended without a settlement event."""
-
-
-StreamOutcome: TypeAlias = Committed | Abandoned
-
-
-@attrs.frozen
-class StreamStartFrame:
-    """A model attempt started streaming.
-
-    ``attempt_id`` is ``"<session id>:<attempt counter>"``; ``revision`` counts every
-    frame of the agent's lifetime, from 1.
-    """
-
-    attempt_id: str
-    revision: int
-    turn: int
-    step: int
-
-
-@attrs.frozen
-class StreamChunkFrame:
-    """One received chunk; ``index`` is dense from 0 within the attempt, ``time`` is the
-    receive time in epoch milliseconds."""
-
-    attempt_id: str
-    revision: int
-    index: int
-    time: int
-    chunk: StreamChunk
-
-
-@attrs.frozen
-class StreamEndFrame:
-    """The attempt ended; ``index`` is the number of chunk frames it emitted."""
-
-    attempt_id: str
-    revision: int
-    index: int
-    outcome: StreamOutcome
-
-
-StreamFrame: TypeAlias = StreamStartFrame | StreamChunkFrame | StreamEndFrame
 
 
 @attrs.frozen(eq=False)

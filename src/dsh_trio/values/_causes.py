@@ -1,0 +1,203 @@
+"""Cancel causes, model failures, turn-end reasons, hook decisions and options."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar, TypeAlias
+
+import attrs
+
+from ._content import UserMessage
+
+# --------------------------------------------------------------------------- causes
+
+
+@attrs.frozen
+class CancelCause:
+    """Why an activity was cancelled. Match on the subclasses."""
+
+    kind: ClassVar[str] = "unknown"
+
+
+@attrs.frozen
+class UserCancel(CancelCause):
+    """The user cancelled (Ctrl-C, a stop button)."""
+
+    kind: ClassVar[str] = "user"
+
+
+@attrs.frozen
+class ParentCancel(CancelCause):
+    """The owning agent cancelled."""
+
+    kind: ClassVar[str] = "parent"
+
+
+@attrs.frozen
+class HookCancel(CancelCause):
+    """A hook cancelled, giving a reason."""
+
+    kind: ClassVar[str] = "hook"
+    reason: str
+
+
+@attrs.frozen
+class DisposedCancel(CancelCause):
+    """The agent is being disposed."""
+
+    kind: ClassVar[str] = "disposed"
+
+
+@attrs.frozen
+class LegacyCancel(CancelCause):
+    """A cause read from an old log that recorded none (load only)."""
+
+    kind: ClassVar[str] = "legacy"
+
+
+CANCEL_CAUSES: dict[str, type[CancelCause]] = {
+    c.kind: c
+    for c in (UserCancel, ParentCancel, HookCancel, DisposedCancel, LegacyCancel)
+}
+
+# --------------------------------------------------------------------------- failures
+
+
+@attrs.frozen
+class LlmFailure:
+    """The facts of a failed model call.
+
+    ``code`` is one of the reference's codes (``RATE_LIMIT``, ``SERVER``, ``TIMEOUT``,
+    ``TRANSPORT``, ``AUTH``, ``INVALID_REQUEST``, ``CONTEXT_WINDOW_EXCEEDED``,
+    ``EMPTY_RESPONSE``, ``ABORTED``, ``UNKNOWN``, ...).
+    """
+
+    message: str
+    code: str
+    status: int | None = None
+    retry_after_ms: int | float | None = None
+    request_id: str | None = None
+
+
+# --------------------------------------------------------------------------- reasons
+
+
+@attrs.frozen
+class Completed:
+    """The turn ended naturally."""
+
+    TAG: ClassVar[str] = "completed"
+
+
+@attrs.frozen
+class MaxTokens:
+    """A step of the turn hit the output-token limit (sticky for the turn)."""
+
+    TAG: ClassVar[str] = "max-tokens"
+
+
+@attrs.frozen
+class Blocked:
+    """``agent/pre-step`` rejected the batch."""
+
+    TAG: ClassVar[str] = "blocked"
+
+
+@attrs.frozen
+class Aborted:
+    """The turn was cancelled; ``reason`` is the first cause."""
+
+    TAG: ClassVar[str] = "aborted"
+    reason: CancelCause
+
+
+@attrs.frozen
+class Errored:
+    """The turn failed."""
+
+    TAG: ClassVar[str] = "error"
+    error: LlmFailure
+
+
+@attrs.frozen
+class Interrupted:
+    """The process stopped mid-turn; written only by crash repair."""
+
+    TAG: ClassVar[str] = "interrupted"
+
+
+TurnEndReason: TypeAlias = (
+    Completed | MaxTokens | Blocked | Aborted | Errored | Interrupted
+)
+
+# --------------------------------------------------------------------------- decisions
+
+
+@attrs.frozen
+class Reject:
+    """``agent/pre-step``: end the turn ``Blocked``; the batch is dropped."""
+
+
+def _message_tuple(messages: Iterable[UserMessage]) -> tuple[UserMessage, ...]:
+    return tuple(messages)
+
+
+@attrs.frozen
+class Enter:
+    """``agent/pre-step``: run a step with ``messages``.
+
+    ``starts_request_series`` asks the first request of the step to start a new
+    request series (system prompt normalised to node 0, header logged as a series).
+    """
+
+    messages: tuple[UserMessage, ...] = attrs.field(converter=_message_tuple)
+    starts_request_series: bool = False
+
+
+PreStepDecision: TypeAlias = Reject | Enter
+
+
+@attrs.frozen
+class Retry:
+    """``agent/request-error``: run the failed attempt again inside the same step."""
+
+
+RequestErrorAction: TypeAlias = Retry | None
+
+# --------------------------------------------------------------------------- options
+
+
+def _check_max_tokens(_inst: object, _attr: object, value: int | None) -> None:
+    raw: object = value  # callers may pass anything at runtime
+    if raw is None:
+        return
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+        raise ValueError(
+            f"AgentOptions.max_tokens must be a positive int, got {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class AgentOptions:
+    """Per-agent model route and limits.
+
+    Raises:
+        ValueError: ``max_tokens`` is not a positive ``int`` (bools and floats too).
+    """
+
+    provider: str | None = None
+    model: str | None = None
+    reasoning_effort: str | None = None
+    max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
+
+
+@attrs.frozen(kw_only=True)
+class CallConfig:
+    """The route and knobs of one model request (what ``agent/request`` shapes)."""
+
+    provider: str
+    model: str
+    reasoning_effort: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stop: tuple[str, ...] | None = None
