@@ -20,6 +20,7 @@ Example::
     trio.run(main)
 """
 
+from ._metadata import fixup_module_metadata as _fixup_module_metadata
 from .errors import (
     AgentBusyError as AgentBusyError,
     AgentCancelled as AgentCancelled,
@@ -42,7 +43,27 @@ from .errors import (
     ToolArgumentsError as ToolArgumentsError,
     ToolDefinitionError as ToolDefinitionError,
 )
-from .events import EventBus as EventBus
+from .events import (
+    Abandoned as Abandoned,
+    AgentCreated as AgentCreated,
+    AgentDisposed as AgentDisposed,
+    AgentErrorEvent as AgentErrorEvent,
+    AgentStatusChanged as AgentStatusChanged,
+    AssistantStream as AssistantStream,
+    Committed as Committed,
+    EventBus as EventBus,
+    InboxClaimed as InboxClaimed,
+    InboxDiscarded as InboxDiscarded,
+    InboxInserted as InboxInserted,
+    PreStep as PreStep,
+    RequestFailed as RequestFailed,
+    RequestProposal as RequestProposal,
+    SessionEventAppended as SessionEventAppended,
+    StreamChunkFrame as StreamChunkFrame,
+    StreamEndFrame as StreamEndFrame,
+    StreamStartFrame as StreamStartFrame,
+    TurnStopping as TurnStopping,
+)
 from .llm import (
     BlockAssembler as BlockAssembler,
     BlockEnd as BlockEnd,
@@ -80,12 +101,14 @@ from .nursery import (
     SessionStore as SessionStore,
     open_runtime as open_runtime,
 )
-from .session import (
+from .persistence import (
     JsonlPersistence as JsonlPersistence,
+    SessionPersistence as SessionPersistence,
+)
+from .session import (
     Session as Session,
     SessionEvent as SessionEvent,
     SessionHeader as SessionHeader,
-    SessionPersistence as SessionPersistence,
 )
 from .tools import (
     Tool as Tool,
@@ -139,3 +162,25 @@ from .values import (
 )
 
 __version__ = "0.1.0"
+
+
+#: The public subpackages whose ``__all__`` is their part of the API, in the order a name
+#: shared by two of them is claimed (the first wins). ``dsh_trio.testing`` fixes its own
+#: names when it is imported (it is not imported here: it may need hypothesis).
+_PUBLIC_MODULES = (
+    "dsh_trio.errors",
+    "dsh_trio.events",
+    "dsh_trio.session",
+    "dsh_trio.persistence",
+    "dsh_trio.llm",
+    "dsh_trio.tools",
+    "dsh_trio.loop",
+    "dsh_trio.nursery",
+)
+
+for _public in _PUBLIC_MODULES:
+    _fixup_module_metadata(_public, __import__(_public, fromlist=["__all__"]).__all__)
+_fixup_module_metadata(
+    __name__, [name for name in globals() if not name.startswith("_")]
+)
+del _public

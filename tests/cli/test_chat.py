@@ -13,8 +13,9 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
-from dsh_trio.cli._chat import ChatApp, LineReader, run_chat
+from dsh_trio.cli._chat import ChatApp, run_chat
 from dsh_trio.cli._config import ModelChoice, offline_choice
+from dsh_trio.cli._terminal import LineReader
 from dsh_trio.testing import ScriptedModel, fail, gate, hang, reply
 from dsh_trio.values import TurnEnd
 

@@ -1,4 +1,9 @@
-"""The reference's golden traces (BEHAVIOR §3.20), in the seed-era shape (SEED-ERA-DELTA §10)."""
+"""Golden traces: the exact order of log events and live events for representative turns.
+
+Each test (T1-T15) pins one scenario event for event: a follow-up answered with text, a
+tool round trip, cancels mid-stream, pre-step rejections and failures, request-error
+retries inside the open step, the wake latch, disposal mid-stream, maintenance.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import trio.testing
 
 import dsh_trio as dsh
 from dsh_trio.testing import ScriptedModel, fail, hang, reply
+from dsh_trio.values import AssistantMessageData
 
 from .conftest import OPTIONS, Tracer
 
@@ -57,12 +63,7 @@ async def test_t1_followup_on_idle_text_reply(
         "#10 turn/end 1 completed",
         "~status idle",
     ]
-    data = agent.session.events[8].data
-    assert (
-        isinstance(data, dsh.session.AssistantMessageData)
-        if hasattr(dsh.session, "AssistantMessageData")
-        else True
-    )
+    assert isinstance(agent.session.events[8].data, AssistantMessageData)
     await handle.dispose()
 
 
@@ -418,7 +419,7 @@ async def test_t2_tool_round_trip_with_a_deferred_context() -> None:
             stopping = [x for x in tracer.lines if x.startswith("~turn-stopping")]
             assert stopping == ["~turn-stopping t1"]  # not after the tool step
             # the tool's schema reached the model, and the result is in the next request's history
-            assert model.requests[0].tools[0]["name"] == "echo"
+            assert model.requests[0].tools[0]["name"] == "echo"  # type: ignore[index, call-overload]
             result = agent.session.events[10].data
             assert result.message.content[0].content == (dsh.TextBlock("echo:x"),)
 

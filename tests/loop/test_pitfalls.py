@@ -1,6 +1,8 @@
-"""One test per pitfall of BEHAVIOR.md §11 that still applies in the seed era.
+"""One test per known pitfall of the agent core's semantics (numbered 1-36).
 
-Each test is named after its pitfall number and says what it pins down.
+Each test is named after its pitfall number and the rule it pins down, so a failure
+reads as the rule that broke. Pitfall 23 (runtime-context snapshots) needs the
+composition services and is not here yet.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_trio.persistence import _jsonl
+from dsh_trio.persistence import _jsonl_lock
 from dsh_trio.persistence._jsonl import JsonlPersistence
 
 
@@ -34,10 +34,10 @@ def _open_fds() -> set[str]:
 @pytest.fixture(autouse=True)
 def _no_leaked_claims_or_files() -> Iterator[None]:
     """Every test must close every writer it opened: claims released, files closed."""
-    claims, fds = set(_jsonl._claims), _open_fds()
+    claims, fds = set(_jsonl_lock._claims), _open_fds()
     yield
-    leaked = set(_jsonl._claims) - claims
-    _jsonl._claims.difference_update(leaked)
+    leaked = set(_jsonl_lock._claims) - claims
+    _jsonl_lock._claims.difference_update(leaked)
     assert not leaked, f"writers left open: {leaked}"
     leaked_files = {fd for fd in _open_fds() - fds if "session" in fd}
     assert not leaked_files, f"files left open: {leaked_files}"

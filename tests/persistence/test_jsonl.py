@@ -23,13 +23,14 @@ from dsh_trio.errors import (
     SessionLockedError,
     SessionNotFoundError,
 )
-from dsh_trio.persistence import _jsonl
-from dsh_trio.persistence._jsonl import (
+from dsh_trio.persistence import _jsonl_writer
+from dsh_trio.persistence._jsonl import JsonlPersistence
+from dsh_trio.persistence._jsonl_paths import (
     LOG_FILE_NAME,
-    JsonlPersistence,
     encode_session_id,
     project_dir_name,
 )
+from dsh_trio.persistence._jsonl_writer import WriterState
 from dsh_trio.values import (
     Completed,
     SessionEvent,
@@ -63,8 +64,12 @@ def turn_events(start: int, turn: int, text: str = "hello") -> list[SessionEvent
     ]
     return [
         SessionEvent(
-            seq=start + i, time=1000 + start + i, type=t, data=d, surface_op=op
-        )  # type: ignore[arg-type]
+            seq=start + i,
+            time=1000 + start + i,
+            type=t,
+            data=d,  # type: ignore[arg-type]
+            surface_op=op,  # type: ignore[arg-type]
+        )
         for i, (t, d, op) in enumerate(datas)
     ]
 
@@ -442,13 +447,13 @@ async def test_appends_run_in_a_worker_thread(
     persistence: JsonlPersistence, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads: list[threading.Thread] = []
-    real = _jsonl._write_all
+    real = _jsonl_writer.write_all
 
     def spy(fd: int, data: bytes) -> None:
         threads.append(threading.current_thread())
         real(fd, data)
 
-    monkeypatch.setattr(_jsonl, "_write_all", spy)
+    monkeypatch.setattr(_jsonl_writer, "write_all", spy)
     writer = await persistence.create(header())
     try:
         await writer.append(turn_events(0, 1), sync=True)  # materialises
@@ -470,7 +475,7 @@ async def test_a_failed_append_leaves_the_file_as_it_was(
         before = await path.read_bytes()
         failures = itertools.count()
 
-        real_write, real_sync = _jsonl._write_all, _jsonl._sync_data
+        real_write, real_sync = _jsonl_writer.write_all, _jsonl_writer.sync_data
 
         def half_write(fd: int, data: bytes) -> None:
             if next(failures) == 0:
@@ -484,9 +489,9 @@ async def test_a_failed_append_leaves_the_file_as_it_was(
             real_sync(fd)
 
         if where == "write":
-            monkeypatch.setattr(_jsonl, "_write_all", half_write)
+            monkeypatch.setattr(_jsonl_writer, "write_all", half_write)
         else:
-            monkeypatch.setattr(_jsonl, "_sync_data", failing_sync)
+            monkeypatch.setattr(_jsonl_writer, "sync_data", failing_sync)
         batch = turn_events(5, 2)
         with pytest.raises(OSError, match=r"No space|Input/output"):
             await writer.append(batch, sync=True)
@@ -506,7 +511,7 @@ async def test_a_failed_rollback_is_finished_before_the_next_write(
     writer = await persistence.create(header())
     try:
         await writer.append(turn_events(0, 1), sync=True)
-        real_write, real_truncate = _jsonl._write_all, os.ftruncate
+        real_write, real_truncate = _jsonl_writer.write_all, os.ftruncate
         calls = itertools.count()
 
         def half_write(fd: int, data: bytes) -> None:
@@ -518,12 +523,14 @@ async def test_a_failed_rollback_is_finished_before_the_next_write(
                 raise OSError(5, "Input/output error")
             real_truncate(fd, size)
 
-        monkeypatch.setattr(_jsonl, "_write_all", half_write)
-        monkeypatch.setattr(_jsonl.os, "ftruncate", failing_truncate)
+        monkeypatch.setattr(_jsonl_writer, "write_all", half_write)
+        monkeypatch.setattr(os, "ftruncate", failing_truncate)
         with pytest.raises(OSError, match="No space"):
             await writer.append(turn_events(5, 2), sync=True)
-        monkeypatch.setattr(_jsonl, "_write_all", real_write)
+        torn = writer.state
+        monkeypatch.setattr(_jsonl_writer, "write_all", real_write)
         await writer.append(turn_events(5, 2), sync=True)
+        assert (torn, writer.state) == (WriterState.TORN, WriterState.SYNCED)
     finally:
         await writer.close()
     assert await reopen(persistence, "s1") == turn_events(0, 1) + turn_events(5, 2)
@@ -558,7 +565,7 @@ async def test_the_first_append_never_replaces_an_existing_file(
 async def test_a_failed_first_append_leaves_no_log(
     persistence: JsonlPersistence, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = _jsonl._sync_dir
+    real = _jsonl_writer.sync_dir
     calls = itertools.count()
 
     def failing_sync_dir(path: str) -> None:
@@ -566,7 +573,7 @@ async def test_a_failed_first_append_leaves_no_log(
             raise OSError(5, "Input/output error")
         real(path)
 
-    monkeypatch.setattr(_jsonl, "_sync_dir", failing_sync_dir)
+    monkeypatch.setattr(_jsonl_writer, "sync_dir", failing_sync_dir)
     writer = await persistence.create(header())
     try:
         with pytest.raises(OSError, match="Input/output"):
@@ -662,3 +669,46 @@ async def test_list_and_exists(persistence: JsonlPersistence, root: Path) -> Non
     fresh = JsonlPersistence(root)  # no cached locations
     assert await fresh.exists("b")
     assert await reopen(fresh, "a") == turn_events(0, 1)
+
+
+async def test_the_writer_state_follows_the_log(persistence: JsonlPersistence) -> None:
+    writer = await persistence.create(header())
+    states = [writer.state]
+    await writer.append([], sync=True)  # nothing to write yet: no file
+    states.append(writer.state)
+    await writer.append(turn_events(0, 1)[:2], sync=False)  # created fsynced
+    states.append(writer.state)
+    await writer.append(turn_events(0, 1)[2:], sync=False)
+    states.append(writer.state)
+    await writer.append([], sync=True)
+    states.append(writer.state)
+    await writer.close()
+    states.append(writer.state)
+    await writer.close()  # idempotent
+    states.append(writer.state)
+    assert states == [
+        WriterState.UNWRITTEN,
+        WriterState.UNWRITTEN,
+        WriterState.SYNCED,
+        WriterState.UNSYNCED,
+        WriterState.SYNCED,
+        WriterState.CLOSED,
+        WriterState.CLOSED,
+    ]
+    reopened, _ = await persistence.open("s1")
+    try:
+        assert reopened.state is WriterState.SYNCED
+    finally:
+        await reopened.close()
+
+
+def test_the_writer_state_refuses_an_impossible_step() -> None:
+    # Every transition goes through one table; a step it lacks is a bug.
+    with pytest.raises(
+        AssertionError, match="in state 'closed' cannot take step 'cut'"
+    ):
+        _jsonl_writer._next_state(WriterState.CLOSED, _jsonl_writer._Step.CUT)
+    with pytest.raises(AssertionError, match="state 'unwritten' cannot take step"):
+        _jsonl_writer._next_state(
+            WriterState.UNWRITTEN, _jsonl_writer._Step.WROTE_SYNCED
+        )

@@ -109,7 +109,7 @@ def check_closers(
     assert [r1.message.content[0].tool_call_id, r2.message.content[0].tool_call_id] == [
         "c1",
         "c2",
-    ]  # type: ignore[union-attr]
+    ]
     assert r2.error is not None and r2.error.code == "TOOL_NOT_STARTED"
     assert closers[1].source_event_seqs is None
     assert r1.error is not None

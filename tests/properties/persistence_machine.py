@@ -47,13 +47,13 @@ from hypothesis.stateful import (
 
 import dsh_trio as dsh
 from dsh_trio.testing import GuestLoop, advance_to_next_deadline, answers, reply, sends
-from dsh_trio.testing._machine import (
+from dsh_trio.testing._strategies import CAUSES, Answer, Cancel, Send
+from dsh_trio.testing.machine import (
     InvariantViolation,
     LogChecker,
     ModelDesk,
     RuntimeHost,
 )
-from dsh_trio.testing._strategies import CAUSES, Answer, Cancel, Send
 from dsh_trio.values import TurnEnd, event_to_json
 
 SESSION_ID = "persisted"

@@ -11,14 +11,16 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 import dsh_trio as dsh
 from dsh_trio.loop._agent import Agent
 from dsh_trio.loop._inbox import Inbox
+from dsh_trio.loop._phase import Idle, Running
 from dsh_trio.loop._signal import CancelSignal
-from dsh_trio.nursery._runtime import AgentHandle
+from dsh_trio.nursery._registry import AgentRegistry
 from dsh_trio.session._session import Session
 from dsh_trio.testing import AgentStateMachine
 
@@ -125,7 +127,9 @@ def test_a_reused_turn_number_is_reported(monkeypatch: pytest.MonkeyPatch) -> No
     def open_turn(self: Agent) -> Any:
         opened = original(self)
         if opened is not None and opened.turn > 1:
-            self._turn -= 1  # the next turn reuses this number
+            phase = self._phase  # the next turn reuses this number
+            assert isinstance(phase, Running)
+            self._enter(attrs.evolve(phase, turn=phase.turn - 1))
         return opened
 
     monkeypatch.setattr(Agent, "_open_turn", open_turn)
@@ -168,7 +172,11 @@ def test_a_missing_turn_end_is_reported(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_a_missing_step_end_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     _drop_events(monkeypatch, "step/end", lambda data: True)
-    assert_caught(AgentStateMachine, r"ends while step \d+ is still open")
+    # Either bracketing check sees the missing step/end first, depending on the program.
+    assert_caught(
+        AgentStateMachine,
+        r"ends while step \d+ is still open|starts while step \d+ is open",
+    )
 
 
 # ------------------------------------------------------------------ causes and scheduling
@@ -227,13 +235,11 @@ def test_a_disposed_cause_that_latches_is_reported(
     original = Agent._wake_driver
 
     def wake_driver(self: Agent, after_abort: bool = False) -> None:
-        signal = self._signal
-        if (
-            self._kind != 0
-            and signal is not None
-            and isinstance(signal.cause, dsh.DisposedCancel)
+        phase = self._phase
+        if not isinstance(phase, Idle) and isinstance(
+            phase.signal.cause, dsh.DisposedCancel
         ):
-            self._wake = True  # latches under DisposedCancel too
+            self._set_wake(True)  # latches under DisposedCancel too
             return
         original(self, after_abort)
 
@@ -246,12 +252,8 @@ def test_waking_input_after_an_abort_that_is_not_redirected_is_reported(
 ) -> None:
     def send(self: Agent, message: dsh.UserMessage, target: Any, wakeup: bool) -> None:
         self._check_alive()
-        after_abort = (
-            wakeup
-            and self._kind != 0
-            and self._signal is not None
-            and self._signal.cancelled
-        )
+        phase = self._phase
+        after_abort = wakeup and not isinstance(phase, Idle) and phase.signal.cancelled
         self.inbox._insert(
             dsh.InboxTarget(target), message
         )  # the redirection is missing
@@ -288,7 +290,7 @@ def test_a_maintenance_that_forgets_its_latched_wake_is_reported(
             try:
                 return await task(signal)
             finally:
-                self._wake = False  # the latch is dropped when the task ends
+                self._set_wake(False)  # the latch is dropped when the task ends
 
         return await original(self, forgetful)
 
@@ -355,21 +357,25 @@ def test_input_accepted_after_dispose_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(Agent, "_check_alive", lambda self: None)
+    # A disposed agent that accepts input shows as an accepted send or edit, events
+    # after dispose, or a maintenance task that runs (and ends, or never ends).
     assert_caught(
-        AgentStateMachine, r"should raise AgentDisposedError|appended after dispose"
+        AgentStateMachine,
+        r"should raise AgentDisposedError|appended after dispose"
+        r"|expected AgentDisposedError|tasks outlived the runtime: \['[\w.]*maintenance",
     )
 
 
 def test_a_task_that_outlives_the_runtime_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = AgentHandle._teardown
+    original = AgentRegistry._teardown
 
-    async def teardown(self: AgentHandle) -> None:
-        await original(self)
+    async def teardown(self: AgentRegistry, *args: Any) -> None:
+        await original(self, *args)
         trio.lowlevel.spawn_system_task(trio.sleep_forever, name="leaked-writer")
 
-    monkeypatch.setattr(AgentHandle, "_teardown", teardown)
+    monkeypatch.setattr(AgentRegistry, "_teardown", teardown)
     assert_caught(AgentStateMachine, r"tasks outlived the runtime: \['leaked-writer'")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dsh_trio.loop._inbox import Inbox
-from dsh_trio.persistence import _jsonl, _persistence
+from dsh_trio.persistence import _jsonl_load, _persistence
 from dsh_trio.persistence._recorder import SessionRecorder
 from dsh_trio.session._session import Session
 
@@ -22,7 +22,7 @@ from .persistence_machine import PersistenceMachine
 def test_a_loader_that_drops_a_flushed_event_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = _jsonl._scan_log
+    original = _jsonl_load.scan_log
 
     def scan(data: bytes, path: str, session_id: str | None) -> Any:
         scan = original(data, path, session_id)
@@ -36,7 +36,7 @@ def test_a_loader_that_drops_a_flushed_event_is_reported(
             )
         return scan
 
-    monkeypatch.setattr(_jsonl, "_scan_log", scan)
+    monkeypatch.setattr(_jsonl_load, "scan_log", scan)
     assert_caught(
         PersistenceMachine,
         r"were durable before the crash; only \d+ loaded|differs from what was written",

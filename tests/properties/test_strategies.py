@@ -20,8 +20,8 @@ from dsh_trio.testing import (
     sends,
     user_messages,
 )
-from dsh_trio.testing._machine import profile_name
 from dsh_trio.testing._strategies import MESSAGES
+from dsh_trio.testing.machine import profile_name
 
 
 @settings(max_examples=25, deadline=None, database=None)
@@ -46,7 +46,8 @@ def test_a_replayed_program_reports_a_broken_runtime(
 def test_drawn_values_are_valid_runtime_input(
     message: dsh.UserMessage, send: Send, edit: object, cancel: Cancel
 ) -> None:
-    assert isinstance(message, dsh.UserMessage) and message.content
+    assert isinstance(message, dsh.UserMessage)
+    assert message.content
     assert send.method in ("followup", "steer", "inject", "send")
     assert isinstance(cancel.cause, dsh.CancelCause)
     assert all(isinstance(item, (Send, Cancel)) for item in cancel.then)

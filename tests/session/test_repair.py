@@ -133,7 +133,10 @@ def test_close_interrupted_turn_appends_them_all() -> None:
     s.subscribe(lambda e: seen.append(e.seq))
     appended = close_interrupted_turn(s)
     assert [e.seq for e in appended] == [10, 11, 12, 13] == seen
-    assert appended[0].data.message.id == "interrupted-tool-result-c2-10"  # type: ignore[union-attr]
+    assert (
+        appended[0].data_as(ToolResultData).message.id
+        == "interrupted-tool-result-c2-10"
+    )
     assert appended[0].source_event_seqs == (9,)
     assert s.open_turn is None
     assert interrupted_turn_closers(s.events) == []

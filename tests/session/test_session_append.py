@@ -147,6 +147,22 @@ def test_returned_event_is_the_logged_one(session: Session) -> None:
     assert isinstance(event, SessionEvent)
 
 
+def test_data_as_gives_the_data_typed_or_names_the_mismatch(session: Session) -> None:
+    start = session.append("turn/start", TurnStart(3))
+    data = start.data_as(TurnStart)
+    assert data is start.data
+    assert data.turn == 3
+    with pytest.raises(
+        TypeError,
+        match=r'^session event 0 \("turn/start"\) holds TurnStart data, not TurnEnd$',
+    ):
+        start.data_as(TurnEnd)
+    plugin = session.append("plugin/thing", {"a": 1})
+    assert plugin.data_as(dict) == {"a": 1}
+    with pytest.raises(TypeError, match=r'event 1 \("plugin/thing"\) holds dict data'):
+        plugin.data_as(TurnStart)
+
+
 # --------------------------------------------------------------------------- refusals
 
 
@@ -371,7 +387,7 @@ def test_inbox_target_accepts_plain_strings(session: Session) -> None:
         "agent/inbox/spliced",
         InboxSplice(target="next-step", start=0),  # type: ignore[arg-type]
     )
-    assert event.data.target == InboxTarget.NEXT_STEP  # type: ignore[union-attr]
+    assert event.data_as(InboxSplice).target == InboxTarget.NEXT_STEP
 
 
 def test_clock_must_return_epoch_milliseconds() -> None:

@@ -263,7 +263,7 @@ def test_restore_expands_every_stream(
 
 
 def test_restore_calls_expand_stream(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsh_trio.session import _session
+    from dsh_trio.session import _admission
 
     seen: list[Any] = []
 
@@ -271,9 +271,9 @@ def test_restore_calls_expand_stream(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append(records)
         return []
 
-    monkeypatch.setattr(_session, "expand_stream", spy)
+    monkeypatch.setattr(_admission, "expand_stream", spy)
     Session.restore(SessionHeader(id=SessionId("r"), created_at=1), turn_log())
-    assert seen == [turn_log()[3].data.stream]  # type: ignore[union-attr]
+    assert seen == [turn_log()[3].data_as(AssistantMessageData).stream]
 
 
 # --------------------------------------------------------------------------- fork

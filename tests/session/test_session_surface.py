@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -322,7 +323,7 @@ def test_replaced_nodes_cannot_be_replaced_again(session: Session) -> None:
 # --------------------------------------------------------------------------- semantics
 
 
-def texts(messages: list[Message]) -> list[str]:
+def texts(messages: Sequence[Message]) -> list[str]:
     out = []
     for m in messages:
         block = m.content[0]
@@ -506,7 +507,7 @@ def test_incremental_derive_matches_a_fold_from_scratch(data: st.DataObject) -> 
                             ToolResultBlock(
                                 old.message.source.call_id, (TextBlock("z"),)
                             ),
-                        ),  # type: ignore[union-attr]
+                        ),
                     ),
                 )
                 session.append(
@@ -531,20 +532,20 @@ def test_incremental_derive_matches_a_fold_from_scratch(data: st.DataObject) -> 
 
 
 def test_derive_only_visits_new_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsh_trio.session import _session
+    from dsh_trio.session import _history
 
     session = Session.create("v", clock=lambda: 1)
     for k in range(50):
         session.append("user/message", user_message(f"m{k}"), surface_op="append")
     session.derive_messages()
     visited: list[SessionEvent] = []
-    original = _session._project
+    original = _history._project
 
     def spy(event: SessionEvent) -> Message | None:
         visited.append(event)
         return original(event)
 
-    monkeypatch.setattr(_session, "_project", spy)
+    monkeypatch.setattr(_history, "_project", spy)
     session.append("user/message", user_message("new"), surface_op="append")
     assert len(session.derive_messages()) == 51
     assert [e.seq for e in visited] == [50]

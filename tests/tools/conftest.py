@@ -104,7 +104,7 @@ def results(agent: FakeAgent) -> dict[str, ToolResultData]:
     for ev in agent.session.events:
         if ev.type == "tool/result":
             assert isinstance(ev.data, ToolResultData)
-            out[ev.data.message.source.call_id] = ev.data  # type: ignore[union-attr]
+            out[ev.data.message.source.call_id] = ev.data
     return out
 
 

@@ -386,7 +386,7 @@ async def test_execute_raises_a_bare_cancelled(agent: FakeAgent) -> None:
                     step=1,
                     calls=[call("a", "gated")],
                     signal=agent.signal,
-                )  # type: ignore[arg-type]
+                )
             except BaseException as exc:
                 caught.append(exc)
                 raise
@@ -447,7 +447,7 @@ async def test_unknown_tool_and_invalid_arguments_do_not_stop_the_step(
             f"call {c.id}",
             f"result {c.id} " + ("ok" if c.id == "c5" else got[c.id].error.code),
         )
-    ]  # type: ignore[union-attr]
+    ]
 
 
 async def test_a_raising_body_becomes_an_error_result(agent: FakeAgent) -> None:
@@ -529,7 +529,7 @@ def test_tool_result_normalises_content() -> None:
         TextBlock("b"),
     )
     with pytest.raises(TypeError, match="content"):
-        ToolResult(3)  # type: ignore[arg-type]
+        ToolResult(3)
 
 
 async def test_deferred_contexts_land_in_next_step_after_their_result_in_model_order(
@@ -602,7 +602,7 @@ async def test_defer_context_rejects_bad_messages_and_late_calls(
             user_message("dup", id="p1"),
         ):
             try:
-                ctx.defer_context(bad)  # type: ignore[arg-type]
+                ctx.defer_context(bad)
             except (InvalidSpliceError, DuplicateMessageError) as exc:
                 problems.append(type(exc))
         return "ok"
@@ -741,7 +741,7 @@ def test_registry_registration_and_schemas(agent: FakeAgent) -> None:
     with pytest.raises(ToolDefinitionError, match="'zeta' is already registered"):
         registry.register(make("zeta"))
     with pytest.raises(ToolDefinitionError, match="decorate the function with @tool"):
-        registry.register(lambda: None)  # type: ignore[arg-type]
+        registry.register(lambda: None)
     dispose_mid()
     dispose_mid()  # idempotent
     assert registry.names() == ("alpha", "zeta")
@@ -758,4 +758,4 @@ async def test_registry_satisfies_the_loop_seam() -> None:
     from dsh_trio.loop import ToolExecutor
 
     executor: ToolExecutor = ToolRegistry()
-    assert executor.schemas(make_agent()) == ()  # type: ignore[arg-type]
+    assert executor.schemas(make_agent()) == ()

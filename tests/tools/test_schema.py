@@ -9,7 +9,7 @@ import pytest
 
 from dsh_trio.errors import DshError, ToolArgumentsError, ToolDefinitionError
 from dsh_trio.tools import Tool, ToolContext, tool
-from dsh_trio.tools._schema import parse_arguments
+from dsh_trio.tools._arguments import parse_arguments
 
 
 @attrs.frozen
@@ -36,7 +36,7 @@ class Node:
 
 
 def params_of(t: Tool) -> dict[str, Any]:
-    return t.parameters  # type: ignore[return-value]
+    return t.parameters
 
 
 def prop(t: Tool, name: str) -> Any:
@@ -202,8 +202,10 @@ def test_non_json_default_is_left_out_of_the_schema() -> None:
 
     @tool
     async def f(
-        ctx: ToolContext, a: int | None = None, b: list[int] | None = marker
-    ) -> str:  # type: ignore[assignment]
+        ctx: ToolContext,
+        a: int | None = None,
+        b: list[int] | None = marker,  # type: ignore[assignment]
+    ) -> str:
         return ""
 
     assert prop(f, "a")["default"] is None
@@ -318,9 +320,9 @@ def test_bad_options() -> None:
         return ""
 
     with pytest.raises(ToolDefinitionError, match="parallel_safe"):
-        tool(parallel_safe=1)(f)  # type: ignore[arg-type]
+        tool(parallel_safe=1)(f)  # type: ignore[call-overload]
     with pytest.raises(ToolDefinitionError, match="description"):
-        tool(description=3)(f)  # type: ignore[arg-type]
+        tool(description=3)(f)  # type: ignore[call-overload]
 
 
 # --------------------------------------------------------------------------- validation

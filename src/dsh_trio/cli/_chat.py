@@ -8,12 +8,10 @@ session; Ctrl-C when idle, Ctrl-D (end of input) or ``/exit`` end the chat.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
-import io
 import os
 import signal
-from typing import Final, Protocol, TextIO
+from typing import Final, TextIO
 
 import attrs
 import trio
@@ -34,7 +32,7 @@ from ..events import (
     StreamStartFrame,
 )
 from ..loop import Agent
-from ..nursery import open_runtime
+from ..nursery import AgentHandle, Runtime, open_runtime
 from ..persistence import JsonlPersistence
 from ..values import (
     Aborted,
@@ -52,26 +50,15 @@ from ..values import (
     user_message,
 )
 from ._config import ModelChoice
+from ._terminal import Console, LineReader, LineSource
 from ._transcript import describe_reason
 
-__all__ = [
-    "DEFAULT_SYSTEM_PROMPT",
-    "ChatApp",
-    "LineReader",
-    "LineSource",
-    "run_chat",
-    "watch_interrupts",
-]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "ChatApp", "run_chat", "watch_interrupts"]
 
 #: The persona the chat gives a model unless ``--system`` says otherwise.
 DEFAULT_SYSTEM_PROMPT: Final = (
     "You are a helpful assistant in a terminal chat. Answer clearly and concisely."
 )
-
-_PROMPT: Final = "> "
-_DIM: Final = "\x1b[2m"
-_RESET: Final = "\x1b[0m"
-_READ_SIZE: Final = 65536
 
 _HELP: Final = """\
 Commands:
@@ -87,63 +74,6 @@ Model: {label}.
 Connect a real model with --provider deepseek --model deepseek-chat (reads
 DEEPSEEK_API_KEY), or --base-url URL --model NAME for any OpenAI-compatible server
 (--api-key-env VAR names the variable holding its key)."""
-
-
-class LineSource(Protocol):
-    """Where a chat's input lines come from."""
-
-    async def readline(self) -> str | None:
-        """The next line, or ``None`` at the end of input."""
-        ...
-
-
-class LineReader:
-    """Reads lines from a text stream on a worker thread, so the trio loop never blocks.
-
-    A stream with a file descriptor is read with ``os.read`` (an abandoned read holds no
-    lock of the ``sys.stdin`` object, so the process can always exit); any other stream
-    with its own ``readline``.
-
-    Args:
-        stream: where the lines come from (``sys.stdin``, an ``io.StringIO``, ...).
-    """
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self._fd: int | None
-        try:
-            self._fd = stream.fileno()
-        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-            self._fd = None
-        encoding = getattr(stream, "encoding", None) or "utf-8"
-        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-        self._buffer = ""
-        self._eof = False
-
-    async def readline(self) -> str | None:
-        """The next line (with its newline, if it had one), or ``None`` at end of input.
-
-        Blocks on a worker thread until a line is complete. Cancellation abandons the
-        read at once; input that arrives afterwards is lost.
-        """
-        if self._fd is None:
-            line = await trio.to_thread.run_sync(
-                self._stream.readline, abandon_on_cancel=True
-            )
-            return line or None
-        fd = self._fd
-        while "\n" not in self._buffer and not self._eof:
-            data = await trio.to_thread.run_sync(
-                os.read, fd, _READ_SIZE, abandon_on_cancel=True
-            )
-            self._eof = not data
-            self._buffer += self._decoder.decode(data, final=self._eof)
-        await trio.lowlevel.checkpoint()
-        if not self._buffer:
-            return None
-        line, newline, rest = self._buffer.partition("\n")
-        self._buffer = rest
-        return line + newline
 
 
 @attrs.define(eq=False)
@@ -172,15 +102,17 @@ class ChatApp:
     _label: str = "the configured model"
     _interactive: bool = False
     _sequential: bool = False
+    _console: Console = attrs.field(init=False, repr=False)
     _exit_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _exit_requested: bool = attrs.field(default=False, init=False)
     _closing: bool = attrs.field(default=False, init=False)
-    _prompt_shown: bool = attrs.field(default=False, init=False)
-    _line_open: bool = attrs.field(default=False, init=False)
-    _dim: bool = attrs.field(default=False, init=False)
     _last_reason: TurnEndReason | None = attrs.field(default=None, init=False)
     _attempt: tuple[str, int] | None = attrs.field(default=None, init=False)
     _printed: tuple[str, int] | None = attrs.field(default=None, init=False)
+
+    @_console.default
+    def _make_console(self) -> Console:
+        return Console(self._out, self._err, interactive=self._interactive)
 
     @property
     def agent(self) -> Agent:
@@ -212,9 +144,7 @@ class ChatApp:
         A ``/command`` runs at once. Other text starts a turn when the agent is idle
         (``followup``) or steers the running turn (``steer``). Never blocks.
         """
-        if self._interactive:
-            # The Enter the user typed ended the line the prompt or a reply was on.
-            self._line_open = self._prompt_shown = False
+        self._console.line_entered()
         text = line.rstrip("\r\n")
         stripped = text.strip()
         if not stripped:
@@ -227,7 +157,9 @@ class ChatApp:
         message = user_message(text)
         if self._agent.status is AgentStatus.RUNNING:
             self._agent.steer(message)
-            self._notice("[steering: the line joins the running turn at its next step]")
+            self._console.notice(
+                "[steering: the line joins the running turn at its next step]"
+            )
         else:
             self._agent.followup(message)
         return True
@@ -253,12 +185,7 @@ class ChatApp:
 
     def _close_input(self) -> None:
         self._closing = True
-        if self._prompt_shown:
-            self._out.write(
-                "\n"
-            )  # leave the prompt line (the terminal echoed ^C or ^D)
-            self._out.flush()
-            self._prompt_shown = False
+        self._console.leave_prompt()
 
     async def run(self, reader: LineSource) -> None:
         """Read and handle lines until end of input, ``/exit`` or :meth:`request_exit`.
@@ -283,66 +210,28 @@ class ChatApp:
                 if self._sequential:
                     await self._agent.when_idle()
         await self._agent.when_idle()
-        self._end_line()
+        self._console.end_line()
 
     def _command(self, command: str) -> bool:
         name = command.split()[0].lower()
         if name in ("/exit", "/quit"):
             return False
         if name == "/help":
-            self._say(_HELP.format(label=self._label))
+            self._console.say(_HELP.format(label=self._label))
         elif name == "/session":
-            self._say(
+            self._console.say(
                 f"session {self._agent.id}\nlog     {self._log_path or '(not stored)'}"
             )
         else:
-            self._notice(
+            self._console.notice(
                 f"unknown command {name}; /help lists the commands (// sends a line starting with /)"
             )
         self._prompt_if_idle()
         return True
 
-    # ------------------------------------------------------------------ output
-
-    def _write(self, text: str, *, dim: bool = False) -> None:
-        want_dim = dim and self._interactive
-        if want_dim != self._dim:
-            self._out.write(_DIM if want_dim else _RESET)
-            self._dim = want_dim
-        self._out.write(text)
-        if text:
-            self._line_open = not text.endswith("\n")
-        self._out.flush()
-
-    def _end_line(self) -> None:
-        if self._dim:
-            self._out.write(_RESET)
-            self._dim = False
-        if self._line_open:
-            self._out.write("\n")
-            self._line_open = False
-        self._out.flush()
-
-    def _say(self, text: str) -> None:
-        self._end_line()
-        self._out.write(text + "\n")
-        self._out.flush()
-
-    def _notice(self, text: str) -> None:
-        self._end_line()
-        self._err.write(text + "\n")
-        self._err.flush()
-
     def _prompt_if_idle(self) -> None:
-        if (
-            self._interactive
-            and not self._closing
-            and self._agent.status is AgentStatus.IDLE
-        ):
-            self._end_line()
-            self._out.write(_PROMPT)
-            self._out.flush()
-            self._prompt_shown = True
+        if not self._closing and self._agent.status is AgentStatus.IDLE:
+            self._console.prompt()
 
     # ------------------------------------------------------------------ listeners
 
@@ -351,19 +240,20 @@ class ChatApp:
         if isinstance(frame, StreamChunkFrame):
             chunk = frame.chunk
             if isinstance(chunk, TextDelta):
-                if self._dim:
-                    self._end_line()
+                self._console.end_dimmed()
                 self._separate_replies()
-                self._write(chunk.text)
+                self._console.write(chunk.text)
             elif isinstance(chunk, ReasoningDelta):
                 if self._interactive:
-                    self._write(chunk.text, dim=True)
+                    self._console.write(chunk.text, dim=True)
             elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallBlock):
-                self._notice(f"[tool call {chunk.block.name}({chunk.block.arguments})]")
+                self._console.notice(
+                    f"[tool call {chunk.block.name}({chunk.block.arguments})]"
+                )
         elif isinstance(frame, StreamStartFrame):
             self._attempt = (frame.attempt_id, frame.turn)
         elif isinstance(frame, StreamEndFrame):
-            self._end_line()
+            self._console.end_line()
 
     def _separate_replies(self) -> None:
         # A blank line tells one reply from the next: between the steps of a turn
@@ -374,8 +264,7 @@ class ChatApp:
         if previous is not None and (
             not self._interactive or previous[1] == current[1]
         ):
-            self._end_line()
-            self._out.write("\n")
+            self._console.blank_line()
         self._printed = current
 
     def _on_session_event(self, payload: SessionEventAppended) -> None:
@@ -398,7 +287,7 @@ class ChatApp:
                 else "a moment"
             )
             retry = f"{data.get('retry')}/{data.get('maxRetries')}"
-            self._notice(
+            self._console.notice(
                 f"[request failed: {message} [{code}]; retry {retry} in {wait}]"
             )
 
@@ -406,11 +295,11 @@ class ChatApp:
         if isinstance(reason, Completed):
             return
         if isinstance(reason, Aborted) and isinstance(reason.reason, UserCancel):
-            self._notice("[cancelled]")
+            self._console.notice("[cancelled]")
         elif isinstance(reason, Errored):
-            self._notice(f"error: {reason.error.message} [{reason.error.code}]")
+            self._console.notice(f"error: {reason.error.message} [{reason.error.code}]")
         else:
-            self._notice(f"[turn {describe_reason(reason)}]")
+            self._console.notice(f"[turn {describe_reason(reason)}]")
 
     def _on_status(self, payload: AgentStatusChanged) -> None:
         if payload.status is AgentStatus.IDLE:
@@ -469,21 +358,8 @@ async def run_chat(
                 system_prompt=system_prompt,
             )
         )
-        try:
-            if resume is not None:
-                handle = await runtime.agents.resume(resume, options=options)
-            else:
-                handle = await runtime.agents.create(
-                    options=options, meta={"cwd": _cwd()}
-                )
-        except (
-            SessionNotFoundError,
-            SessionLockedError,
-            SessionCorruptError,
-            SessionFormatError,
-            InvalidSessionIdError,
-        ) as exc:
-            print(f"dsh-trio: cannot resume session {resume!r}: {exc}", file=stderr)
+        handle = await _open_agent(runtime, options, resume, stderr)
+        if handle is None:
             return 1
         agent = handle.agent
         log_path = persistence.path_for(agent.session.header)
@@ -498,37 +374,70 @@ async def run_chat(
         )
         async with handle:
             app.install()
-            turns = agent.session.last_turn
-            so_far = f"{turns} turn{'' if turns == 1 else 's'} so far"
-            what = (
-                f"resumed session {agent.id} ({so_far})"
-                if resume
-                else f"session {agent.id}"
+            _greet(
+                agent,
+                choice.label,
+                resumed=bool(resume),
+                interactive=interactive,
+                stderr=stderr,
             )
-            print(f"{what} with {choice.label}", file=stderr)
-            if interactive:
-                print(
-                    "Type a message and press Enter; /help lists the commands. "
-                    "Ctrl-C cancels a reply; Ctrl-D or /exit quits.",
-                    file=stderr,
-                )
             async with trio.open_nursery() as nursery:
                 if handle_signals:
                     await nursery.start(watch_interrupts, app)
                 await app.run(LineReader(stdin))
                 nursery.cancel_scope.cancel()
-        if agent.session.next_seq == 0:
-            print(f"session {agent.id} is empty; nothing was saved", file=stderr)
-        else:
-            print(f"session {agent.id} saved in {log_path}", file=stderr)
-            print(
-                f"resume with: dsh-trio chat --resume {agent.id}{resume_hint}",
-                file=stderr,
-            )
+        _farewell(agent, log_path, resume_hint, stderr)
         return 1 if isinstance(app.last_reason, Errored) else 0
     raise AssertionError(
         "unreachable"
     )  # pragma: no cover - the exit stack does not swallow
+
+
+async def _open_agent(
+    runtime: Runtime, options: AgentOptions, resume: str | None, stderr: TextIO
+) -> AgentHandle | None:
+    """The chat's agent, new or resumed; ``None`` (reported) if it cannot be resumed."""
+    try:
+        if resume is not None:
+            return await runtime.agents.resume(resume, options=options)
+        return await runtime.agents.create(options=options, meta={"cwd": _cwd()})
+    except (
+        SessionNotFoundError,
+        SessionLockedError,
+        SessionCorruptError,
+        SessionFormatError,
+        InvalidSessionIdError,
+    ) as exc:
+        print(f"dsh-trio: cannot resume session {resume!r}: {exc}", file=stderr)
+        return None  # noqa: ASYNC910  # private: entering the runtime in run_chat checkpointed
+
+
+def _greet(
+    agent: Agent, label: str, *, resumed: bool, interactive: bool, stderr: TextIO
+) -> None:
+    turns = agent.session.last_turn
+    so_far = f"{turns} turn{'' if turns == 1 else 's'} so far"
+    what = (
+        f"resumed session {agent.id} ({so_far})" if resumed else f"session {agent.id}"
+    )
+    print(f"{what} with {label}", file=stderr)
+    if interactive:
+        print(
+            "Type a message and press Enter; /help lists the commands. "
+            "Ctrl-C cancels a reply; Ctrl-D or /exit quits.",
+            file=stderr,
+        )
+
+
+def _farewell(agent: Agent, log_path: str, resume_hint: str, stderr: TextIO) -> None:
+    if agent.session.next_seq == 0:
+        print(f"session {agent.id} is empty; nothing was saved", file=stderr)
+    else:
+        print(f"session {agent.id} saved in {log_path}", file=stderr)
+        print(
+            f"resume with: dsh-trio chat --resume {agent.id}{resume_hint}",
+            file=stderr,
+        )
 
 
 def _cwd() -> str | None:

@@ -3,10 +3,10 @@
 The bus is generic: it knows no agent. Scope filtering asks the runtime for an agent's
 owners through a resolver the runtime installs.
 
-The payload classes of API.md §5 that carry an agent, a session or a cancel signal are
+The payload classes of the runtime's events that carry an agent, a session or a cancel signal are
 defined by the agent driver in :mod:`dsh_trio.loop` (they depend on it; this layer sits
 below it) and resolved here on first access, so ``from dsh_trio.events import PreStep``
-works as API.md says without this package importing the layer above it.
+works as documented without this package importing the layer above it.
 """
 
 import importlib

@@ -1,6 +1,5 @@
 """The model seam: stream chunks, adapters, the block assembler, registry and retries."""
 
-from ..errors import LlmError as LlmError
 from ..values import (
     BlockEnd as BlockEnd,
     BlockStart as BlockStart,
@@ -30,7 +29,6 @@ __all__ = [
     "FinishReason",
     "StreamChunk",
     "LlmFailure",
-    "LlmError",
     "ModelRequest",
     "ModelAdapter",
     "BlockAssembler",

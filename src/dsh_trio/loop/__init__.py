@@ -1,10 +1,7 @@
 """The agent driver: one agent, its inbox, its turns and steps."""
 
-from ._agent import (
-    Agent as Agent,
-    AgentConfigError as AgentConfigError,
-    AgentScope as AgentScope,
-)
+from ._agent import Agent as Agent
+from ._driver import AgentConfigError as AgentConfigError
 from ._inbox import Inbox as Inbox
 from ._initiator import (
     current_initiator as current_initiator,
@@ -28,6 +25,7 @@ from ._payloads import (
     TurnStopping as TurnStopping,
 )
 from ._prompt import SystemPrompt as SystemPrompt
+from ._scope import AgentScope as AgentScope
 from ._services import AgentServices as AgentServices, ToolExecutor as ToolExecutor
 from ._signal import CancelSignal as CancelSignal
 

@@ -1,7 +1,7 @@
 """Payloads of the runtime's events: the ones that carry an agent, a session or a signal.
 
 They compare by identity (``eq=False``). They live here, beside the agent they carry, and
-:mod:`dsh_trio.events` re-exports them under the names of API.md §5.
+:mod:`dsh_trio.events` re-exports them under their public names.
 """
 
 from __future__ import annotations

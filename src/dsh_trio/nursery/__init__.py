@@ -6,14 +6,16 @@ from ..loop import (
     no_initiator as no_initiator,
     require_initiator as require_initiator,
 )
+from ._registry import (
+    AgentExistsError as AgentExistsError,
+    AgentHandle as AgentHandle,
+    AgentRegistry as AgentRegistry,
+)
 from ._retry import (
     install_retry_listener as install_retry_listener,
     retry_delay_ms as retry_delay_ms,
 )
 from ._runtime import (
-    AgentExistsError as AgentExistsError,
-    AgentHandle as AgentHandle,
-    AgentRegistry as AgentRegistry,
     Runtime as Runtime,
     SessionStore as SessionStore,
     open_runtime as open_runtime,

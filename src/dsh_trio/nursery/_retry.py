@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random as _random
 import uuid
@@ -115,42 +116,47 @@ def install_retry_listener(
     # The loop resolves each provider's policy from ``models`` into the payload, so
     # the listener itself reads only the payload.
     del models
+    return bus.on(
+        "agent/request-error", functools.partial(_on_request_error, random=random)
+    )
 
-    async def on_request_error(
-        payload: RequestFailed,
-        next_: Callable[[], Awaitable[RequestErrorAction]],
-    ) -> RequestErrorAction:
-        policy = payload.retry_policy
-        failure = payload.failure
-        if policy is None or failure.code not in policy.retryable_codes:
-            return await next_()
-        session = payload.agent.session
-        turn, step, provider = payload.turn, payload.step, payload.provider
-        previous, retry_id = _previous_retry(session.events, turn, step, provider)
-        retry = previous + 1
-        if retry > policy.max_retries:
-            return await next_()
-        delay_ms = retry_delay_ms(policy, retry, failure, random)
-        if delay_ms is None:
-            return await next_()
-        if retry_id is None:
-            retry_id = str(uuid.uuid4())
-        data: dict[str, JsonValue] = {
-            "retryId": retry_id,
-            "turn": turn,
-            "step": step,
-            "provider": provider,
-            "retry": retry,
-            "maxRetries": policy.max_retries,
-            "delayMs": delay_ms,
-            "failure": to_json(failure),
-        }
-        session.append("llm/retry", data)
-        await trio.sleep(delay_ms / 1000)
-        session.append(
-            "llm/retry-started",
-            {"retryId": retry_id, "turn": turn, "step": step, "retry": retry},
-        )
-        return Retry()
 
-    return bus.on("agent/request-error", on_request_error)
+async def _on_request_error(
+    payload: RequestFailed,
+    next_: Callable[[], Awaitable[RequestErrorAction]],
+    *,
+    random: Callable[[], float],
+) -> RequestErrorAction:
+    """The listener :func:`install_retry_listener` registers (``random`` bound)."""
+    policy = payload.retry_policy
+    failure = payload.failure
+    if policy is None or failure.code not in policy.retryable_codes:
+        return await next_()
+    session = payload.agent.session
+    turn, step, provider = payload.turn, payload.step, payload.provider
+    previous, retry_id = _previous_retry(session.events, turn, step, provider)
+    retry = previous + 1
+    if retry > policy.max_retries:
+        return await next_()
+    delay_ms = retry_delay_ms(policy, retry, failure, random)
+    if delay_ms is None:
+        return await next_()
+    if retry_id is None:
+        retry_id = str(uuid.uuid4())
+    data: dict[str, JsonValue] = {
+        "retryId": retry_id,
+        "turn": turn,
+        "step": step,
+        "provider": provider,
+        "retry": retry,
+        "maxRetries": policy.max_retries,
+        "delayMs": delay_ms,
+        "failure": to_json(failure),
+    }
+    session.append("llm/retry", data)
+    await trio.sleep(delay_ms / 1000)
+    session.append(
+        "llm/retry-started",
+        {"retryId": retry_id, "turn": turn, "step": step, "retry": retry},
+    )
+    return Retry()

@@ -8,11 +8,12 @@ from ..values import (
     SessionHeader as SessionHeader,
     SurfaceReplace as SurfaceReplace,
 )
+from ._history import DerivedMessages as DerivedMessages
 from ._repair import (
     close_interrupted_turn as close_interrupted_turn,
     interrupted_turn_closers as interrupted_turn_closers,
 )
-from ._session import DerivedMessages as DerivedMessages, Session as Session
+from ._session import Session as Session
 from ._stream import (
     StreamAccumulator as StreamAccumulator,
     expand_stream as expand_stream,
@@ -32,7 +33,7 @@ __all__ = [
     "close_interrupted_turn",
 ]
 
-# API.md §6 names the persistence backends under ``dsh_trio.session``. They live one layer
+# The public API names the persistence backends under ``dsh_trio.session``. They live one layer
 # up, in :mod:`dsh_trio.persistence` (they depend on this package, never the reverse), so
 # these two names are resolved on first access instead of at import time.
 _PERSISTENCE_NAMES = frozenset({"JsonlPersistence", "SessionPersistence"})

@@ -74,33 +74,34 @@ def interrupted_turn_closers(events: Sequence[SessionEvent]) -> list[Closer]:
     call_seqs: dict[str, int] = {}
     for event in events:
         data = event.data
-        cls = data.__class__
-        if cls is TurnStart:
-            turn = data.turn  # type: ignore[union-attr]
+        # Exact-class tests narrow ``data``; validated data has the exact class of
+        # its type.
+        if data.__class__ is TurnStart:
+            turn = data.turn
             step = None
             pending.clear()
             call_seqs.clear()
-        elif cls is TurnEnd:
+        elif data.__class__ is TurnEnd:
             turn = None
             step = None
             pending.clear()
             call_seqs.clear()
-        elif cls is StepStart:
-            step = (data.turn, data.step)  # type: ignore[union-attr]
+        elif data.__class__ is StepStart:
+            step = (data.turn, data.step)
             pending.clear()
             call_seqs.clear()
-        elif cls is StepEnd:
+        elif data.__class__ is StepEnd:
             step = None
             pending.clear()
             call_seqs.clear()
-        elif cls is AssistantMessageData:
-            for block in data.message.content:  # type: ignore[union-attr]
+        elif data.__class__ is AssistantMessageData:
+            for block in data.message.content:
                 if isinstance(block, ToolCallBlock):
                     pending.setdefault(block.id, block.name)
-        elif cls is ToolCallData:
-            call_seqs[data.call_id] = event.seq  # type: ignore[union-attr]
-        elif cls is ToolResultData:
-            source = data.message.source  # type: ignore[union-attr]
+        elif data.__class__ is ToolCallData:
+            call_seqs[data.call_id] = event.seq
+        elif data.__class__ is ToolResultData:
+            source = data.message.source
             if isinstance(source, ToolSource):
                 pending.pop(source.call_id, None)
     if turn is None:

@@ -2,163 +2,53 @@
 
 A :class:`Session` is pure memory and synchronous: ``append`` validates, commits
 and notifies listeners without blocking. Persistence listens through
-:meth:`Session.subscribe`.
+:meth:`Session.subscribe`. The checks live beside it: event data and sources in
+:mod:`._admission`, the surface rules in :mod:`._surface`. The derived history
+(:mod:`._history`, folded when asked for) and the latest markers
+(:mod:`._markers`, folded as events commit) are incremental folds; :mod:`._views`
+has the live view of the events.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final, overload
+from collections.abc import Callable, Sequence
+from typing import Final
 
 import attrs
 
 from ..errors import (
     ForkBoundaryError,
     InvalidEventError,
-    InvalidSessionIdError,
     SessionCorruptError,
-    SessionFormatError,
     SessionReentrancyError,
 )
 from ..values import (
-    EVENT_DATA_TYPES,
-    FORMAT_VERSION,
-    SURFACE_TYPES,
-    AssistantAttemptData,
-    AssistantMessageData,
-    DataShapeError,
+    MAX_SAFE_INTEGER,
     EndSeed,
     EpochHeader,
     EventData,
     JsonValue,
-    Message,
     RequestContextData,
     SessionEvent,
     SessionHeader,
     SessionId,
     SurfaceOp,
-    SurfaceReplace,
-    SystemMessageData,
-    ToolResultBlock,
-    ToolResultData,
-    UserMessage,
-    check_json,
-    check_json_value,
-    checker,
+    TurnStart,
     now_ms,
-    typed_data,
 )
-from ._stream import expand_stream
+from ._admission import admitted, check_sources, invalid, typed_event_data
+from ._headers import new_header, restored_header
+from ._history import DerivedMessages, HistoryFold
+from ._markers import Markers
+from ._surface import Surface
+from ._views import SessionEvents
 
-__all__ = ["Session", "SessionEvents"]
+__all__ = ["Session"]
 
 _logger = logging.getLogger("dsh_trio")
 
-_MAX: Final = 2**53 - 1
-_APPEND: Final[tuple[int, int]] = (-1, -1)
-
-_CHECKERS: dict[str, Callable[[Any], None]] = {
-    name: checker(cls) for name, cls in EVENT_DATA_TYPES.items()
-}
-
-
-class SessionEvents(Sequence[SessionEvent]):
-    """A read-only, live view of a session's events (``session.events``).
-
-    Indexing, ``len`` and iteration read the log directly (no copy); a slice
-    returns a tuple. The view follows later appends.
-    """
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[SessionEvent]) -> None:
-        self._items = items
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @overload
-    def __getitem__(self, index: int) -> SessionEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[SessionEvent, ...]: ...
-    def __getitem__(
-        self, index: int | slice
-    ) -> SessionEvent | tuple[SessionEvent, ...]:
-        if isinstance(index, slice):
-            return tuple(self._items[index])
-        return self._items[index]
-
-    def __iter__(self) -> Iterator[SessionEvent]:
-        return iter(self._items)
-
-    def __reversed__(self) -> Iterator[SessionEvent]:
-        return reversed(self._items)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, SessionEvents):
-            return self._items == other._items
-        if isinstance(other, (list, tuple)):
-            return len(self._items) == len(other) and all(
-                a == b for a, b in zip(self._items, other, strict=True)
-            )
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<SessionEvents: {len(self._items)} events>"
-
-
-class DerivedMessages(Sequence[Message]):
-    """An immutable snapshot of the derived history (what ``derive_messages()`` returns).
-
-    Taking one is O(1): it shares the session's append-only fold and remembers its
-    length, so later appends never show through and a replace op starts a new fold
-    instead of editing this one. Indexing, slicing (a tuple), iteration and ``==``
-    against lists and tuples work as for a tuple; ``list(snapshot)`` gives a mutable
-    copy.
-    """
-
-    __slots__ = ("_items", "_len")
-
-    def __init__(self, items: list[Message], length: int) -> None:
-        self._items = items
-        self._len = length
-
-    def __len__(self) -> int:
-        return self._len
-
-    @overload
-    def __getitem__(self, index: int) -> Message: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
-    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
-        if isinstance(index, slice):
-            return tuple(self._items[: self._len][index])
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError("derived message index out of range")
-        return self._items[index]
-
-    def __iter__(self) -> Iterator[Message]:
-        items = self._items
-        for i in range(self._len):
-            yield items[i]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (DerivedMessages, list, tuple)):
-            return len(self) == len(other) and all(
-                a == b for a, b in zip(self, other, strict=True)
-            )
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"DerivedMessages({list(self)!r})"
+_MAX: Final = MAX_SAFE_INTEGER
 
 
 class _Subscription:
@@ -175,25 +65,6 @@ class _Subscription:
     def __call__(self) -> None:
         session = self.session
         session._subs = tuple(s for s in session._subs if s is not self)
-
-
-def _invalid(seq: int, type_: str | None, what: str) -> InvalidEventError:
-    where = f'session event "{type_}"' if type_ is not None else "session event"
-    return InvalidEventError(f"{where} at seq {seq}: {what}", seq=seq, type=type_)
-
-
-def _project(event: SessionEvent) -> Message | None:
-    """The message a surface event contributes to the derived history, if any."""
-    data = event.data
-    cls = data.__class__
-    if cls is UserMessage:
-        return data  # type: ignore[return-value]
-    if cls is ToolResultData:
-        return data.message  # type: ignore[union-attr]
-    if cls is AssistantMessageData or cls is SystemMessageData:
-        message = data.message  # type: ignore[union-attr]
-        return message if message.content else None
-    return None
 
 
 @attrs.define(eq=False, repr=False)
@@ -217,21 +88,16 @@ class Session:
     _clock: Callable[[], int]
     _events: list[SessionEvent] = attrs.field(factory=list, init=False)
     _view: SessionEvents = attrs.field(init=False)
-    _surface: list[int] = attrs.field(factory=list, init=False)
-    _surface_pos: dict[int, int] = attrs.field(factory=dict, init=False)
-    _replace_generation: int = attrs.field(default=0, init=False)
-    _derived: list[Message] = attrs.field(factory=list, init=False)
-    _derived_nodes: int = attrs.field(default=0, init=False)
-    _derived_generation: int = attrs.field(default=0, init=False)
-    _request_header: EpochHeader | None = attrs.field(default=None, init=False)
-    _request_context: RequestContextData | None = attrs.field(default=None, init=False)
-    _last_turn: int = attrs.field(default=0, init=False)
-    _open_turn: int | None = attrs.field(default=None, init=False)
+    _surface: Surface = attrs.field(init=False)
+    _history: HistoryFold = attrs.field(init=False)
+    _markers: Markers = attrs.field(factory=Markers, init=False)
     _subs: tuple[_Subscription, ...] = attrs.field(default=(), init=False)
     _publishing: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._view = SessionEvents(self._events)
+        self._surface = Surface(self._events)
+        self._history = HistoryFold(self._events, self._surface)
 
     def __repr__(self) -> str:
         return f"<Session {self._id!r}: {len(self._events)} events>"
@@ -276,37 +142,15 @@ class Session:
             SessionCorruptError: the seed is malformed (``seq`` names the event).
         """
         clock_fn = clock if clock is not None else now_ms
-        if header is None:
-            sid = _check_id(session_id if session_id is not None else str(uuid.uuid4()))
-            header = SessionHeader(
-                version=FORMAT_VERSION,
-                id=sid,
-                created_at=clock_fn(),
-                cwd=cwd,
-                parent_session=parent_session,
-                is_seeded=seed is not None,
-            )
-        else:
-            if header.__class__ is not SessionHeader:
-                raise InvalidSessionIdError(
-                    f"header must be a SessionHeader, got {type(header).__name__}"
-                )
-            sid = _check_id(header.id)
-            if session_id is not None and session_id != sid:
-                raise InvalidSessionIdError(
-                    f"session id {session_id!r} does not match header id {sid!r}"
-                )
-            header = attrs.evolve(
-                header,
-                cwd=cwd if cwd is not None else header.cwd,
-                parent_session=(
-                    parent_session
-                    if parent_session is not None
-                    else header.parent_session
-                ),
-                is_seeded=header.is_seeded or seed is not None,
-            )
-        session = cls(id=sid, header=header, clock=clock_fn)
+        header = new_header(
+            session_id,
+            header,
+            seeded=seed is not None,
+            cwd=cwd,
+            parent_session=parent_session,
+            clock=clock_fn,
+        )
+        session = cls(id=header.id, header=header, clock=clock_fn)
         if seed is not None:
             session._load(seed, "seed")
             last = session._events[-1] if session._events else None
@@ -341,19 +185,9 @@ class Session:
             InvalidSessionIdError: ``header.id`` is not a non-empty string.
             SessionCorruptError: the first malformed event (``seq`` names it).
         """
-        if header.__class__ is not SessionHeader:
-            raise SessionCorruptError(
-                f"header must be a SessionHeader, got {type(header).__name__}"
-            )
-        if header.version != FORMAT_VERSION:
-            raise SessionFormatError(
-                f"session format version {header.version!r} is not supported "
-                f"(this library reads version {FORMAT_VERSION})",
-                version=header.version,
-            )
-        sid = _check_id(header.id)
+        header = restored_header(header)
         session = cls(
-            id=sid,
+            id=header.id,
             header=header,
             clock=clock if clock is not None else now_ms,
         )
@@ -385,30 +219,30 @@ class Session:
     @property
     def surface(self) -> tuple[int, ...]:
         """The seqs of the current surface nodes, in order."""
-        return tuple(self._surface)
+        return tuple(self._surface.nodes)
 
     @property
     def replace_generation(self) -> int:
         """How many replace ops the surface has seen."""
-        return self._replace_generation
+        return self._surface.generation
 
     @property
     def last_turn(self) -> int:
         """The turn number of the last ``turn/start`` in the log (0 if none)."""
-        return self._last_turn
+        return self._markers.last_turn
 
     @property
     def open_turn(self) -> int | None:
         """The turn of a ``turn/start`` not yet closed by ``turn/end``, if any."""
-        return self._open_turn
+        return self._markers.open_turn
 
     def request_header(self) -> EpochHeader | None:
         """The header of the latest ``request/header`` event, if any (O(1))."""
-        return self._request_header
+        return self._markers.request_header
 
     def request_context(self) -> RequestContextData | None:
         """The data of the latest ``request/context`` event, if any (O(1))."""
-        return self._request_context
+        return self._markers.request_context
 
     def derive_messages(self) -> DerivedMessages:
         """The model-visible history: the surface folded into messages.
@@ -421,21 +255,7 @@ class Session:
         so a call costs O(new events) however long the log is; ``list(...)`` of it
         gives a mutable copy. The messages themselves are shared immutable values.
         """
-        if self._derived_generation != self._replace_generation:
-            self._derived = []
-            self._derived_nodes = 0
-            self._derived_generation = self._replace_generation
-        surface = self._surface
-        folded = self._derived_nodes
-        if folded < len(surface):
-            events = self._events
-            derived = self._derived
-            for k in range(folded, len(surface)):
-                message = _project(events[surface[k]])
-                if message is not None:
-                    derived.append(message)
-            self._derived_nodes = len(surface)
-        return DerivedMessages(self._derived, len(self._derived))
+        return self._history.snapshot()
 
     # ------------------------------------------------------------------ listeners
 
@@ -496,12 +316,12 @@ class Session:
             )
         seq = len(self._events)
         if type.__class__ is not str or not type:
-            raise _invalid(seq, None, f"type must be a non-empty str, got {type!r:.60}")
-        typed = self._typed(type, data, seq)
+            raise invalid(seq, None, f"type must be a non-empty str, got {type!r:.60}")
+        typed = typed_event_data(type, data, seq)
         sources = (
             None
             if source_event_seqs is None
-            else self._check_sources(type, source_event_seqs, seq)
+            else check_sources(type, source_event_seqs, seq)
         )
         return self._append_checked(type, typed, surface_op, sources, seq)
 
@@ -535,10 +355,10 @@ class Session:
         sources: tuple[int, ...] | None,
         seq: int,
     ) -> SessionEvent:
-        plan = self._check_surface(type, typed, surface_op, sources, seq)
+        plan = self._surface.plan(type, typed, surface_op, sources, seq)
         now = self._clock()
         if now.__class__ is not int or not 0 <= now <= _MAX:
-            raise _invalid(
+            raise invalid(
                 seq, type, f"the clock returned {now!r:.40}, not epoch milliseconds"
             )
         event = SessionEvent(
@@ -549,191 +369,16 @@ class Session:
             surface_op=surface_op,
             source_event_seqs=sources,
         )
-        self._commit(event, plan)
+        # Commit: the log, then the surface or the markers (as in ``_admit``).
+        self._events.append(event)
+        if plan is not None:
+            self._surface.apply(plan, seq)
+        else:
+            self._markers.fold(event)
         subs = self._subs
         if subs:
             self._publish(event, subs)
         return event
-
-    def _typed(self, type_: str, data: object, seq: int) -> EventData | JsonValue:
-        check = _CHECKERS.get(type_)
-        if check is None:
-            try:
-                return check_json(data, "data")
-            except TypeError as exc:
-                raise _invalid(seq, type_, f"carries non-JSON data: {exc}") from None
-        if data.__class__ is not EVENT_DATA_TYPES[type_]:
-            data = typed_data(type_, data, seq=seq)
-        try:
-            check(data)
-        except DataShapeError as exc:
-            raise _invalid(
-                seq, type_, f"carries invalid data: {exc.describe('data')}"
-            ) from None
-        return data
-
-    def _check_sources(
-        self, type_: str, sources: Sequence[int], seq: int
-    ) -> tuple[int, ...]:
-        if not isinstance(sources, (tuple, list)):
-            raise _invalid(
-                seq,
-                type_,
-                f"source_event_seqs must be a tuple or list of ints, got "
-                f"{sources.__class__.__name__}",
-            )
-        out = tuple(sources)
-        if not out:
-            raise _invalid(
-                seq, type_, "source_event_seqs must be non-empty when present"
-            )
-        for k, s in enumerate(out):
-            if s.__class__ is not int or not 0 <= s < seq:
-                raise _invalid(
-                    seq,
-                    type_,
-                    f"source_event_seqs[{k}] must be an earlier seq (0 <= s < {seq}), "
-                    f"got {s!r:.40}",
-                )
-        if len(set(out)) != len(out):
-            raise _invalid(seq, type_, f"source_event_seqs has duplicates: {list(out)}")
-        return out
-
-    def _check_surface(
-        self,
-        type_: str,
-        data: object,
-        op: object,
-        sources: tuple[int, ...] | None,
-        seq: int,
-    ) -> tuple[int, int] | None:
-        """Validate the surface transition; return the plan ``_commit`` applies.
-
-        ``None``: not a surface event; ``_APPEND``; or the replaced index range.
-        """
-        if type_ not in SURFACE_TYPES:
-            if op is not None or sources is not None:
-                raise _invalid(
-                    seq,
-                    type_,
-                    "only surface events (system/message, user/message, "
-                    "assistant/message, tool/result) may carry surface_op or "
-                    "source_event_seqs",
-                )
-            return None
-        if op is None:
-            raise _invalid(seq, type_, "a surface event must carry surface_op")
-        if sources is not None and type_ == "assistant/message":
-            raise _invalid(
-                seq, type_, "assistant/message may not carry source_event_seqs"
-            )
-        if op.__class__ is str and op == "append":
-            return _APPEND
-        if op.__class__ is not SurfaceReplace:
-            raise _invalid(
-                seq,
-                type_,
-                f'surface_op must be "append" or SurfaceReplace, got {op!r:.60}',
-            )
-        start = op.start_seq
-        end = op.end_seq
-        pos = self._surface_pos
-        i = pos.get(start) if start.__class__ is int else None
-        j = pos.get(end) if end.__class__ is int else None
-        if i is None:
-            raise _invalid(
-                seq,
-                type_,
-                f"replace start_seq {start!r:.40} is not a current surface node",
-            )
-        if j is None:
-            raise _invalid(
-                seq, type_, f"replace end_seq {end!r:.40} is not a current surface node"
-            )
-        if i > j:
-            raise _invalid(
-                seq,
-                type_,
-                f"replace start_seq {start} comes after end_seq {end} on the surface",
-            )
-        shadowed = self._surface[i : j + 1]
-        cited = set(sources) if sources is not None else set()
-        missing = [s for s in shadowed if s not in cited]
-        if missing:
-            raise _invalid(
-                seq,
-                type_,
-                f"source_event_seqs must include every replaced surface node; "
-                f"missing {missing}",
-            )
-        if type_ == "tool/result":
-            self._check_tool_result_replacement(
-                data,  # type: ignore[arg-type]
-                shadowed,
-                seq,
-            )
-        return (i, j)
-
-    def _check_tool_result_replacement(
-        self, data: ToolResultData, shadowed: list[int], seq: int
-    ) -> None:
-        old_event = self._events[shadowed[0]]
-        if len(shadowed) != 1 or old_event.type != "tool/result":
-            raise _invalid(
-                seq,
-                "tool/result",
-                f"a tool/result replacement must replace exactly one tool/result "
-                f"node, not seqs {shadowed}",
-            )
-        old: ToolResultData = old_event.data  # type: ignore[assignment]
-        differences = [
-            name
-            for name, a, b in (
-                ("turn", old.turn, data.turn),
-                ("step", old.step, data.step),
-                ("message.id", old.message.id, data.message.id),
-                ("message.source", old.message.source, data.message.source),
-                ("error", old.error, data.error),
-                ("tool_call_ids", _call_ids(old), _call_ids(data)),
-            )
-            if a != b
-        ]
-        if differences:
-            raise _invalid(
-                seq,
-                "tool/result",
-                f"a tool/result replacement may change only the content of the "
-                f"result at seq {shadowed[0]}; it changes {', '.join(differences)}",
-            )
-
-    def _commit(self, event: SessionEvent, plan: tuple[int, int] | None) -> None:
-        seq = event.seq
-        self._events.append(event)
-        if plan is not None:
-            surface = self._surface
-            if plan is _APPEND:
-                self._surface_pos[seq] = len(surface)
-                surface.append(seq)
-            else:
-                i, j = plan
-                pos = self._surface_pos
-                for s in surface[i : j + 1]:
-                    del pos[s]
-                surface[i : j + 1] = [seq]
-                for k in range(i, len(surface)):
-                    pos[surface[k]] = k
-                self._replace_generation += 1
-            return
-        type_ = event.type
-        if type_ == "turn/start":
-            self._last_turn = event.data.turn  # type: ignore[union-attr]
-            self._open_turn = self._last_turn
-        elif type_ == "turn/end":
-            self._open_turn = None
-        elif type_ == "request/header":
-            self._request_header = event.data.header  # type: ignore[union-attr]
-        elif type_ == "request/context":
-            self._request_context = event.data  # type: ignore[assignment]
 
     def _publish(self, event: SessionEvent, subs: tuple[_Subscription, ...]) -> None:
         self._publishing = True
@@ -765,49 +410,18 @@ class Session:
                 ) from None
 
     def _admit(self, event: SessionEvent, index: int) -> None:
-        if event.__class__ is not SessionEvent:
-            raise _invalid(
-                index, None, f"must be a SessionEvent, got {type(event).__name__}"
-            )
-        type_ = event.type
-        if type_.__class__ is not str or not type_:
-            raise _invalid(
-                index, None, f"type must be a non-empty str, got {type_!r:.60}"
-            )
-        if event.seq != index or event.seq.__class__ is not int:
-            raise _invalid(
-                index,
-                type_,
-                f"events must be contiguous from seq 0; found seq {event.seq!r:.40} "
-                f"at position {index}",
-            )
-        if event.time.__class__ is not int or not -_MAX <= event.time <= _MAX:
-            raise _invalid(
-                index, type_, f"time must be a safe integer, got {event.time!r:.40}"
-            )
-        data = event.data
-        cls = EVENT_DATA_TYPES.get(type_)
-        if cls is None:
-            try:
-                check_json_value(data)
-            except DataShapeError as exc:
-                raise _invalid(
-                    index, type_, f"carries non-JSON data: {exc.describe('data')}"
-                ) from None
-        else:
-            typed = self._typed(type_, data, index)
-            if typed is not data:
-                event = attrs.evolve(event, data=typed)
-            if cls is AssistantMessageData or cls is AssistantAttemptData:
-                try:
-                    expand_stream(typed.stream)  # type: ignore[union-attr]
-                except SessionCorruptError as exc:
-                    raise _invalid(index, type_, f"data.stream: {exc}") from None
+        event = admitted(event, index)
         sources = event.source_event_seqs
         if sources is not None:
-            sources = self._check_sources(type_, sources, index)
-        plan = self._check_surface(type_, event.data, event.surface_op, sources, index)
-        self._commit(event, plan)
+            sources = check_sources(event.type, sources, index)
+        plan = self._surface.plan(
+            event.type, event.data, event.surface_op, sources, index
+        )
+        self._events.append(event)
+        if plan is not None:
+            self._surface.apply(plan, index)
+        else:
+            self._markers.fold(event)
 
     # ------------------------------------------------------------------ fork
 
@@ -841,7 +455,7 @@ class Session:
         open_turn: int | None = None
         for event in prefix:
             if event.type == "turn/start":
-                open_turn = event.data.turn  # type: ignore[union-attr]
+                open_turn = event.data_as(TurnStart).turn
             elif event.type == "turn/end":
                 open_turn = None
         if open_turn is not None:
@@ -858,17 +472,3 @@ class Session:
             inherited=True,
             clock=self._clock,
         )
-
-
-def _check_id(value: object) -> SessionId:
-    if value.__class__ is not str or not value:
-        raise InvalidSessionIdError(
-            f"a session id must be a non-empty str, got {value!r:.60}"
-        )
-    return SessionId(value)
-
-
-def _call_ids(data: ToolResultData) -> tuple[str, ...]:
-    return tuple(
-        b.tool_call_id for b in data.message.content if isinstance(b, ToolResultBlock)
-    )

@@ -25,6 +25,7 @@ import attrs
 
 from ..errors import InvalidStreamChunkError, SessionCorruptError
 from ..values import (
+    MAX_SAFE_INTEGER,
     BlockEnd,
     DataShapeError,
     RawChunkRecord,
@@ -51,7 +52,7 @@ __all__ = [
     "last_raw_chunk",
 ]
 
-_MAX: Final = 2**53 - 1
+_MAX: Final = MAX_SAFE_INTEGER
 _NONE: Final = 0
 _TEXT: Final = 1
 _REASONING: Final = 2
@@ -104,9 +105,6 @@ class StreamAccumulator:
                 f"(epoch ms), got {time_ms!r:.40}"
             )
         if chunk.__class__ is TextDelta or chunk.__class__ is ReasoningDelta:
-            assert isinstance(
-                chunk, (TextDelta, ReasoningDelta)
-            )  # for the type checker
             kind = _TEXT if chunk.__class__ is TextDelta else _REASONING
             index = chunk.index
             text = chunk.text
@@ -129,7 +127,6 @@ class StreamAccumulator:
             self._open(kind, index, "", None, time_ms, text)
             return
         if chunk.__class__ is ToolCallDelta:
-            assert isinstance(chunk, ToolCallDelta)
             index = chunk.index
             call_id = chunk.id
             name = chunk.name
@@ -265,25 +262,29 @@ def expand_stream(records: Sequence[StreamRecord]) -> list[tuple[int, StreamChun
     """
     out: list[tuple[int, StreamChunk]] = []
     for record in _validated(records):
-        cls = record.__class__
-        if cls is RawChunkRecord:
-            out.append((record.time, record.chunk))  # type: ignore[union-attr]
-            continue
-        t = record.time0  # type: ignore[union-attr]
-        index = record.index  # type: ignore[union-attr]
-        dt = record.dt  # type: ignore[union-attr]
-        if cls is ToolCallChunksRecord:
-            call_id, name = record.id, record.name  # type: ignore[union-attr]
-            for k, part in enumerate(record.args):  # type: ignore[union-attr]
+        # ``_validated`` checked every record's exact class; ``__class__ is``
+        # narrows as ``isinstance`` would, and is the cheapest test.
+        if record.__class__ is RawChunkRecord:
+            out.append((record.time, record.chunk))
+        elif record.__class__ is ToolCallChunksRecord:
+            t, dt = record.time0, record.dt
+            index, call_id, name = record.index, record.id, record.name
+            for k, part in enumerate(record.args):
                 if k:
                     t += dt[k - 1]
                 out.append((t, ToolCallDelta(index, call_id, name, part)))
-            continue
-        delta = TextDelta if cls is TextChunksRecord else ReasoningDelta
-        for k, text in enumerate(record.texts):  # type: ignore[union-attr]
-            if k:
-                t += dt[k - 1]
-            out.append((t, delta(index, text)))
+        elif (
+            record.__class__ is TextChunksRecord
+            or record.__class__ is ReasoningChunksRecord
+        ):
+            t, dt, index = record.time0, record.dt, record.index
+            delta = (
+                TextDelta if record.__class__ is TextChunksRecord else ReasoningDelta
+            )
+            for k, text in enumerate(record.texts):
+                if k:
+                    t += dt[k - 1]
+                out.append((t, delta(index, text)))
     return out
 
 
@@ -307,11 +308,11 @@ _DELTAS = (TextDelta, ReasoningDelta, ToolCallDelta)
 def first_token_time(records: Sequence[StreamRecord]) -> int | None:
     """Receive time of the first content delta (text, reasoning or tool call), if any."""
     for record in records:
-        if record.__class__ is RawChunkRecord:
+        if isinstance(record, RawChunkRecord):
             if isinstance(record.chunk, _DELTAS):
                 return record.time
         else:
-            return record.time0  # type: ignore[union-attr]
+            return record.time0
     return None
 
 
@@ -322,12 +323,14 @@ def has_visible_content(records: Sequence[StreamRecord]) -> bool:
     arguments are not visible content.
     """
     for record in records:
-        cls = record.__class__
-        if cls is TextChunksRecord or cls is ReasoningChunksRecord:
-            if any(not t.isspace() and t for t in record.texts):  # type: ignore[union-attr]
+        if (
+            record.__class__ is TextChunksRecord
+            or record.__class__ is ReasoningChunksRecord
+        ):
+            if any(not t.isspace() and t for t in record.texts):
                 return True
-        elif cls is RawChunkRecord:
-            chunk = record.chunk  # type: ignore[union-attr]
+        elif record.__class__ is RawChunkRecord:
+            chunk = record.chunk
             if isinstance(chunk, (TextDelta, ReasoningDelta)):
                 text = chunk.text
             elif isinstance(chunk, BlockEnd) and isinstance(

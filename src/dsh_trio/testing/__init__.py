@@ -7,6 +7,7 @@ class (imported on first use, so the scripted model needs no hypothesis).
 
 from typing import TYPE_CHECKING, Any
 
+from .._metadata import fixup_module_metadata as _fixup_module_metadata
 from ._guest import (
     Deadlock as Deadlock,
     GuestLoop as GuestLoop,
@@ -14,10 +15,9 @@ from ._guest import (
     advance_to_next_deadline as advance_to_next_deadline,
     settle as settle,
 )
-from ._scripted import (
+from ._script import (
     Gate as Gate,
     Script as Script,
-    ScriptedModel as ScriptedModel,
     chunks as chunks,
     custom as custom,
     fail as fail,
@@ -27,15 +27,9 @@ from ._scripted import (
     reply as reply,
     tool_calls as tool_calls,
 )
+from ._scripted import ScriptedModel as ScriptedModel
 
 if TYPE_CHECKING:
-    from ._machine import (
-        AgentStateMachine as AgentStateMachine,
-        InvariantViolation as InvariantViolation,
-        MaintenanceFailure as MaintenanceFailure,
-        machine_settings as machine_settings,
-        register_profiles as register_profiles,
-    )
     from ._strategies import (
         Advance as Advance,
         Answer as Answer,
@@ -59,6 +53,13 @@ if TYPE_CHECKING:
         operations as operations,
         sends as sends,
         user_messages as user_messages,
+    )
+    from .machine import (
+        AgentStateMachine as AgentStateMachine,
+        InvariantViolation as InvariantViolation,
+        MaintenanceFailure as MaintenanceFailure,
+        machine_settings as machine_settings,
+        register_profiles as register_profiles,
     )
 
 __all__ = [
@@ -124,11 +125,16 @@ _MACHINE_NAMES = frozenset(
 def __getattr__(name: str) -> Any:
     # The hypothesis-based helpers load on first use.
     if name in _MACHINE_NAMES:
-        from . import _machine
+        from . import machine
 
-        return getattr(_machine, name)
+        return getattr(machine, name)
     if name in __all__:
         from . import _strategies
 
         return getattr(_strategies, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# The machine and the strategies (lazy, they need hypothesis) keep their defining module:
+# hypothesis derives a derandomized machine's seed from its source, found through it.
+_fixup_module_metadata(__name__)

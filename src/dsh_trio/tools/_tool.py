@@ -23,7 +23,8 @@ from ..values import (
     check_json,
     to_json,
 )
-from ._schema import ArgumentsSpec, compile_parameter
+from ._arguments import ArgumentsSpec
+from ._schema import compile_parameter
 
 if TYPE_CHECKING:
     from ..loop import Agent, CancelSignal
@@ -307,6 +308,22 @@ def _make_tool(
         raise ToolDefinitionError(
             f"tool {tool_name!r}: cannot resolve its annotations: {exc}"
         ) from exc
+    spec, takes_context = _compile_signature(fn, tool_name, hints)
+    return Tool(
+        name=tool_name,
+        description=description,
+        parameters=spec.schema(),
+        parallel_safe=parallel_safe,
+        fn=fn,
+        arguments=spec,
+        takes_context=takes_context,
+    )
+
+
+def _compile_signature(
+    fn: ToolBody, tool_name: str, hints: dict[str, Any]
+) -> tuple[ArgumentsSpec, bool]:
+    """The argument list of ``fn``, and whether it takes a leading ``ToolContext``."""
     params = list(inspect.signature(fn).parameters.values())
     takes_context = bool(params) and _is_context(hints.get(params[0].name))
     fields = []
@@ -330,15 +347,7 @@ def _make_tool(
             compile_parameter(param.name, hints[param.name], param.default, where)
         )
     spec = ArgumentsSpec(tuple(fields))
-    return Tool(
-        name=tool_name,
-        description=description,
-        parameters=spec.schema(),
-        parallel_safe=parallel_safe,
-        fn=fn,
-        arguments=spec,
-        takes_context=takes_context,
-    )
+    return spec, takes_context
 
 
 def _is_context(annotation: object) -> bool:

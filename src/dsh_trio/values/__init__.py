@@ -2,9 +2,12 @@
 
 The bottom layer of dsh_trio: everything here is an immutable ``attrs`` value or a pure
 function over them. The JSON form (the reference's wire and file shape: camelCase keys,
-``{"type": ...}`` / ``{"kind": ...}`` tagged unions) is produced by the one converter in
-:mod:`dsh_trio.values._codec`, and outside data is checked by the validators of
-:mod:`dsh_trio.values._checks`.
+``{"type": ...}`` / ``{"kind": ...}`` tagged unions) is produced by the one converter of
+:mod:`dsh_trio.values._converter`; session events and headers are (de)serialised by
+:mod:`dsh_trio.values._codec`. Outside data is checked by the lossless-JSON rules of
+:mod:`dsh_trio.values._json` and the generated checkers of
+:mod:`dsh_trio.values._checks` (with the format's extra rules in
+:mod:`dsh_trio.values._rules`).
 """
 
 from ._causes import (
@@ -31,14 +34,7 @@ from ._causes import (
     TurnEndReason as TurnEndReason,
     UserCancel as UserCancel,
 )
-from ._checks import (
-    DataShapeError as DataShapeError,
-    check_json_value as check_json_value,
-    check_typed as check_typed,
-    checker as checker,
-    run_times_ok as run_times_ok,
-    utf8_ok as utf8_ok,
-)
+from ._checks import check_typed as check_typed, checker as checker
 from ._chunks import (
     BlockEnd as BlockEnd,
     BlockStart as BlockStart,
@@ -57,16 +53,11 @@ from ._chunks import (
     Usage as Usage,
 )
 from ._codec import (
-    MAX_SAFE_INTEGER as MAX_SAFE_INTEGER,
-    check_json as check_json,
-    converter as converter,
     data_from_json as data_from_json,
     event_from_json as event_from_json,
     event_to_json as event_to_json,
     header_from_json as header_from_json,
     header_to_json as header_to_json,
-    structure as structure,
-    to_json as to_json,
     typed_data as typed_data,
 )
 from ._content import (
@@ -87,6 +78,11 @@ from ._content import (
     UserMessage as UserMessage,
     UserSource as UserSource,
     user_message as user_message,
+)
+from ._converter import (
+    converter as converter,
+    structure as structure,
+    to_json as to_json,
 )
 from ._event_data import (
     EVENT_DATA_TYPES as EVENT_DATA_TYPES,
@@ -125,3 +121,11 @@ from ._ids import (
     new_message_id as new_message_id,
     now_ms as now_ms,
 )
+from ._json import (
+    MAX_SAFE_INTEGER as MAX_SAFE_INTEGER,
+    DataShapeError as DataShapeError,
+    check_json as check_json,
+    check_json_value as check_json_value,
+    utf8_ok as utf8_ok,
+)
+from ._rules import run_times_ok as run_times_ok

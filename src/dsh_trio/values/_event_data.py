@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+import builtins
+from typing import Literal, TypeAlias, TypeVar
 
 import attrs
 
 from ._causes import CallConfig, TurnEndReason
 from ._chunks import StreamRecord, Usage
 from ._content import AssistantMessage, SystemMessage, UserMessage
-from ._ids import InboxTarget, JsonValue, SessionId
+from ._ids import FORMAT_VERSION, InboxTarget, JsonValue, SessionId
+
+T = TypeVar("T")
 
 # --------------------------------------------------------------------------- session event data
 
@@ -29,7 +32,7 @@ SurfaceOp: TypeAlias = Literal["append"] | SurfaceReplace
 class SessionHeader:
     """The first line of a session file: identity and lineage."""
 
-    version: int = 3
+    version: int = FORMAT_VERSION
     id: SessionId
     created_at: int
     cwd: str | None = None
@@ -231,7 +234,24 @@ SURFACE_TYPES = frozenset(
 
 @attrs.frozen(kw_only=True)
 class SessionEvent:
-    """One entry of the session log. ``seq`` is its index; ``time`` epoch ms."""
+    """One entry of the session log. ``seq`` is its index; ``time`` epoch ms.
+
+    ``data`` is the typed value of a known event type (the class
+    :data:`EVENT_DATA_TYPES` names: ``TurnStart`` for ``turn/start``, the
+    ``UserMessage`` itself for ``user/message``, ...) or the plain JSON of an unknown
+    one, so its static type is a union. Where the code knows the type, take the data
+    with :meth:`data_as`, which checks it (one ``isinstance``) and returns it typed;
+    where it does not, narrow with ``isinstance`` or ``match``.
+
+    Example::
+
+        event = session.append("turn/start", TurnStart(3))
+        event.data_as(TurnStart).turn  # 3
+        event.data_as(TurnEnd)  # TypeError: session event 0 ("turn/start") holds
+        #                         TurnStart data, not TurnEnd
+        match event.data:
+            case ToolCallData(name=name): ...
+    """
 
     seq: int
     time: int
@@ -239,3 +259,21 @@ class SessionEvent:
     data: EventData | JsonValue = attrs.field(hash=False)
     surface_op: SurfaceOp | None = None
     source_event_seqs: tuple[int, ...] | None = None
+
+    # ``builtins.type``: the ``type`` field shadows the builtin in this class body.
+    def data_as(self, cls: builtins.type[T]) -> T:
+        """``data``, checked to be an instance of ``cls`` and typed as one.
+
+        Pure and cheap (one ``isinstance``); never copies.
+
+        Raises:
+            TypeError: ``data`` is not a ``cls``; the message names the event's seq
+                and type, the class of its data and ``cls``.
+        """
+        data = self.data
+        if isinstance(data, cls):
+            return data
+        raise TypeError(
+            f'session event {self.seq} ("{self.type}") holds '
+            f"{type(data).__name__} data, not {cls.__name__}"
+        )

@@ -1,0 +1,167 @@
+"""Terminal I/O for the chat: lines in on a worker thread, text and notices out.
+
+:class:`LineReader` reads input lines without ever blocking the trio loop;
+:class:`Console` writes replies and notices and keeps track of the terminal line
+(whether the cursor sits after a prompt or inside an unfinished line, whether the
+text is dimmed), so the chat can start each kind of output on a line of its own.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import os
+from typing import Final, Protocol, TextIO
+
+import trio
+
+__all__ = ["Console", "LineReader", "LineSource"]
+
+_PROMPT: Final = "> "
+_DIM: Final = "\x1b[2m"
+_RESET: Final = "\x1b[0m"
+_READ_SIZE: Final = 65536
+
+
+class LineSource(Protocol):
+    """Where a chat's input lines come from."""
+
+    async def readline(self) -> str | None:
+        """The next line, or ``None`` at the end of input."""
+        ...
+
+
+class LineReader:
+    """Reads lines from a text stream on a worker thread, so the trio loop never blocks.
+
+    A stream with a file descriptor is read with ``os.read`` (an abandoned read holds no
+    lock of the ``sys.stdin`` object, so the process can always exit); any other stream
+    with its own ``readline``.
+
+    Args:
+        stream: where the lines come from (``sys.stdin``, an ``io.StringIO``, ...).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._fd: int | None
+        try:
+            self._fd = stream.fileno()
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            self._fd = None
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._buffer = ""
+        self._eof = False
+
+    async def readline(self) -> str | None:
+        """The next line (with its newline, if it had one), or ``None`` at end of input.
+
+        Blocks on a worker thread until a line is complete. Cancellation abandons the
+        read at once; input that arrives afterwards is lost.
+        """
+        if self._fd is None:
+            line = await trio.to_thread.run_sync(
+                self._stream.readline, abandon_on_cancel=True
+            )
+            return line or None
+        fd = self._fd
+        while "\n" not in self._buffer and not self._eof:
+            data = await trio.to_thread.run_sync(
+                os.read, fd, _READ_SIZE, abandon_on_cancel=True
+            )
+            self._eof = not data
+            self._buffer += self._decoder.decode(data, final=self._eof)
+        await trio.lowlevel.checkpoint()
+        if not self._buffer:
+            return None
+        line, newline, rest = self._buffer.partition("\n")
+        self._buffer = rest
+        return line + newline
+
+
+class Console:
+    """The chat's output: replies to ``out``, notices to ``err``, one line at a time.
+
+    Every method writes synchronously and flushes; none blocks the trio loop for
+    longer than the stream's own write.
+
+    Args:
+        out: where replies, command output and the prompt are written.
+        err: where notices are written.
+        interactive: a terminal on both ends: show prompts and dim reasoning.
+    """
+
+    __slots__ = ("_dim", "_err", "_interactive", "_line_open", "_out", "_prompt_shown")
+
+    def __init__(self, out: TextIO, err: TextIO, *, interactive: bool) -> None:
+        self._out = out
+        self._err = err
+        self._interactive = interactive
+        self._prompt_shown = False
+        self._line_open = False
+        self._dim = False
+
+    def write(self, text: str, *, dim: bool = False) -> None:
+        """Continue the current line with ``text`` (dimmed only when interactive)."""
+        want_dim = dim and self._interactive
+        if want_dim != self._dim:
+            self._out.write(_DIM if want_dim else _RESET)
+            self._dim = want_dim
+        self._out.write(text)
+        if text:
+            self._line_open = not text.endswith("\n")
+        self._out.flush()
+
+    def end_line(self) -> None:
+        """Undim, and end an unfinished line."""
+        if self._dim:
+            self._out.write(_RESET)
+            self._dim = False
+        if self._line_open:
+            self._out.write("\n")
+            self._line_open = False
+        self._out.flush()
+
+    def end_dimmed(self) -> None:
+        """End the line if dimmed text (reasoning) is on it."""
+        if self._dim:
+            self.end_line()
+
+    def blank_line(self) -> None:
+        """End the current line and leave an empty one (between two replies)."""
+        self.end_line()
+        self._out.write("\n")
+
+    def say(self, text: str) -> None:
+        """Write ``text`` to ``out`` on lines of its own."""
+        self.end_line()
+        self._out.write(text + "\n")
+        self._out.flush()
+
+    def notice(self, text: str) -> None:
+        """Write ``text`` to ``err`` on lines of its own."""
+        self.end_line()
+        self._err.write(text + "\n")
+        self._err.flush()
+
+    def prompt(self) -> None:
+        """Show the input prompt on a fresh line (interactive only)."""
+        if not self._interactive:
+            return
+        self.end_line()
+        self._out.write(_PROMPT)
+        self._out.flush()
+        self._prompt_shown = True
+
+    def line_entered(self) -> None:
+        """Record that the Enter the user typed ended the line the cursor was on."""
+        if self._interactive:
+            self._line_open = self._prompt_shown = False
+
+    def leave_prompt(self) -> None:
+        """Leave a prompt line at the end of input (the terminal echoed ^C or ^D)."""
+        if self._prompt_shown:
+            self._out.write("\n")
+            self._out.flush()
+            self._prompt_shown = False

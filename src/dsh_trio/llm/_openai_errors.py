@@ -1,0 +1,167 @@
+"""Failures of an OpenAI-compatible server, as :class:`LlmError` values with no secret in them.
+
+Three kinds of failure reach the adapter: an HTTP error status (:func:`http_error`), a
+transport failure before or during the response (:func:`transport_error`), and an
+error event inside a ``200`` stream (:func:`stream_failure`). Each is classified into
+the reference's failure codes here, and every provider text passes through
+:func:`redact` first: that one function is where the API key is kept out of error
+messages, logs and session files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Final
+
+import httpx  # noqa: ASYNC127  # the public contract takes an httpx.AsyncClient
+
+from ..errors import LlmError
+from ..values import LlmFailure
+
+__all__ = [
+    "REDACTED",
+    "as_str",
+    "http_error",
+    "redact",
+    "stream_failure",
+    "transport_error",
+]
+
+#: What a secret is replaced with.
+REDACTED: Final = "***"
+_MAX_ERROR_TEXT: Final = 500
+
+#: Lower-case fragments of provider messages that mean "the prompt is too long".
+_CONTEXT_OVERFLOW_HINTS: Final = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "reduce the length",
+    "input is too long",
+)
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` (the API key) replaced."""
+    if secret is not None and secret in text:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def as_str(value: object) -> str | None:
+    """A provider JSON field read leniently: anything but a string is absent."""
+    return value if isinstance(value, str) else None
+
+
+def _overflows_context(lowered: str) -> bool:
+    return any(h in lowered for h in _CONTEXT_OVERFLOW_HINTS)
+
+
+def http_error(response: httpx.Response, url: str, secret: str | None) -> LlmError:
+    """Classify a non-success response (its body already read) into a failure code."""
+    status = response.status_code
+    message, provider_code = _error_details(response)
+    message = redact(message, secret)
+    if len(message) > _MAX_ERROR_TEXT:
+        message = message[:_MAX_ERROR_TEXT] + "..."
+    lowered = f"{message} {provider_code or ''}".lower()
+    if status in (401, 403):
+        code = "AUTH"
+    elif status == 402 or "insufficient_quota" in lowered:
+        code = "QUOTA"
+    elif status == 429:
+        code = "RATE_LIMIT"
+    elif status == 408:
+        code = "TIMEOUT"
+    elif status in (400, 413, 422) and _overflows_context(lowered):
+        code = "CONTEXT_WINDOW_EXCEEDED"
+    elif 400 <= status < 500:
+        code = "INVALID_REQUEST"
+    elif status >= 500:
+        code = "SERVER"
+    else:
+        code = "UNKNOWN"
+    return LlmError(
+        LlmFailure(
+            f"HTTP {status} from {url}: {message}",
+            code,
+            status=status if 100 <= status <= 599 else None,
+            retry_after_ms=_retry_after_ms(response.headers),
+            request_id=response.headers.get("x-request-id"),
+        )
+    )
+
+
+def transport_error(exc: httpx.RequestError, url: str, secret: str | None) -> LlmError:
+    """A connection that failed or timed out (``TIMEOUT``, ``INVALID_REQUEST``, ``TRANSPORT``)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return LlmError(
+            LlmFailure(f"request to {url} timed out ({type(exc).__name__})", "TIMEOUT")
+        )
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return LlmError(
+            LlmFailure(
+                f"cannot send to {url}: {redact(str(exc), secret)}", "INVALID_REQUEST"
+            )
+        )
+    detail = redact(str(exc), secret) or type(exc).__name__
+    return LlmError(
+        LlmFailure(f"transport error talking to {url}: {detail}", "TRANSPORT")
+    )
+
+
+def stream_failure(error: object, secret: str | None) -> LlmFailure:
+    """An error event inside a 200 stream (vLLM, OpenRouter and others send these)."""
+    message: str | None = None
+    code: str | None = None
+    if isinstance(error, dict):
+        message = as_str(error.get("message"))
+        code = as_str(error.get("code")) or as_str(error.get("type"))
+    elif isinstance(error, str):
+        message = error
+    text = redact(message or "the server reported an error in the stream", secret)
+    lowered = f"{text} {code or ''}".lower()
+    if _overflows_context(lowered):
+        return LlmFailure(text[:_MAX_ERROR_TEXT], "CONTEXT_WINDOW_EXCEEDED")
+    return LlmFailure(text[:_MAX_ERROR_TEXT], "SERVER")
+
+
+def _error_details(response: httpx.Response) -> tuple[str, str | None]:
+    """The provider's error message and code (``error.code`` or ``error.type``)."""
+    try:
+        text = response.text
+    except (UnicodeDecodeError, LookupError):
+        text = ""
+    try:
+        obj: object = json.loads(text)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            message = as_str(err.get("message")) or as_str(err.get("detail"))
+            code = as_str(err.get("code")) or as_str(err.get("type"))
+            if message:
+                return message, code
+        elif isinstance(err, str) and err:
+            return err, None
+    return text.strip() or response.reason_phrase or "no details", None
+
+
+def _retry_after_ms(headers: httpx.Headers) -> int | float | None:
+    """``retry-after-ms``, else ``retry-after`` in seconds; HTTP dates are ignored."""
+    for name, scale in (("retry-after-ms", 1.0), ("retry-after", 1000.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            value = float(raw) * scale
+        except ValueError:
+            continue
+        if math.isfinite(value) and value > 0:
+            return int(value) if value.is_integer() else value
+    return None

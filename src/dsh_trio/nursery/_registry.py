@@ -1,0 +1,461 @@
+"""The agent registry: creation, publication, handles and disposal of agents."""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal, Self
+
+import attrs
+import trio
+
+from ..errors import (
+    AgentDisposedError,
+    DshError,
+    InvalidSessionIdError,
+    PersistenceNotConfiguredError,
+)
+from ..events import AgentCreated, AgentDisposed
+from ..loop import Agent, AgentConfigError, AgentScope, CancelSignal
+from ..persistence import SessionRecorder, SessionWriter, load_session
+from ..session import Session
+from ..values import (
+    AgentOptions,
+    DisposedCancel,
+    EndSeed,
+    SessionEvent,
+    SessionHeader,
+    SessionId,
+    now_ms,
+)
+
+if TYPE_CHECKING:
+    from ..persistence import SessionPersistence as _Persistence
+    from ._runtime import Runtime
+
+__all__ = ["AgentExistsError", "AgentHandle", "AgentRegistry"]
+
+logger = logging.getLogger("dsh_trio")
+
+Setup = Callable[[AgentScope, Agent], Awaitable[Callable[[], object] | None]]
+CreationSource = Literal["startup", "resume"]
+
+
+_META_KEYS = frozenset(
+    {"cwd", "parent_session", "origin", "delegation_depth", "agent_preset"}
+)
+
+
+class AgentExistsError(DshError, ValueError):
+    """An agent with this session id is already live (or being created)."""
+
+
+@attrs.define(eq=False)
+class _Entry:
+    agent: Agent
+    handle: AgentHandle
+    owner: Agent | None
+    recorder: SessionRecorder | None = None
+    announced: bool = False
+    publishing: trio.Event | None = attrs.field(
+        factory=trio.Event
+    )  # None once published
+
+
+@attrs.define(eq=False)
+class _Disposal:
+    """One agent's teardown, as every ``dispose()`` caller sees it."""
+
+    done: trio.Event = attrs.field(factory=trio.Event)
+    errors: list[Exception] = attrs.field(factory=list)
+
+
+class AgentHandle:
+    """The owner's handle on an agent: ``.agent`` and :meth:`dispose`.
+
+    Usable as ``async with handle:`` (disposes on exit).
+    """
+
+    def __init__(self, agent: Agent, registry: AgentRegistry) -> None:
+        self._agent = agent
+        self._registry = registry
+        self._disposal: _Disposal | None = None
+
+    @property
+    def agent(self) -> Agent:
+        """The agent."""
+        return self._agent
+
+    async def dispose(self) -> None:
+        """Dispose the agent: children first, cancel, drain, unwind, flush, unregister.
+
+        Idempotent: concurrent and later callers wait for the same teardown and see
+        the same outcome. The teardown runs in the runtime's nursery, shielded, so
+        cancelling a caller only stops that caller's wait.
+
+        Raises:
+            Exception: the single failure collected during teardown, or an
+                :class:`ExceptionGroup` of several; cleanup still completed.
+        """
+        if self._disposal is None:
+            self._disposal = self._registry._dispose_soon(self._agent)
+        disposal = self._disposal
+        await disposal.done.wait()
+        errors = disposal.errors
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ExceptionGroup(f'agent "{self._agent.id}" disposal failed', errors)
+
+    async def __aenter__(self) -> Self:
+        await trio.lowlevel.checkpoint()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with trio.CancelScope(shield=True):
+            await self.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
+
+
+class AgentRegistry:
+    """The live agents of a runtime, and the way to create and resume them."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._entries: dict[SessionId, _Entry] = {}
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, session_id: str) -> Agent | None:
+        """The live, published agent with this id, or ``None``."""
+        entry = self._entries.get(SessionId(session_id))
+        return entry.agent if entry is not None and entry.announced else None
+
+    def list(self) -> list[Agent]:
+        """Published agents in registration order."""
+        return [e.agent for e in self._entries.values() if e.announced]
+
+    def roots(self) -> builtins.list[Agent]:
+        """Published agents that have no owning parent."""
+        return [
+            e.agent for e in self._entries.values() if e.announced and e.owner is None
+        ]
+
+    def is_owned_by(self, session_id: str, owner: Agent) -> bool:
+        """Whether the live agent ``session_id`` was created with ``parent=owner``."""
+        entry = self._entries.get(SessionId(session_id))
+        return entry is not None and entry.owner is owner
+
+    def handle_of(self, agent: Agent) -> AgentHandle | None:
+        """The handle of a live agent (the runtime's own reference to it)."""
+        entry = self._entry_of(agent)
+        return entry.handle if entry is not None else None
+
+    def _entry_of(self, agent: Agent) -> _Entry | None:
+        entry = self._entries.get(agent.id)
+        return entry if entry is not None and entry.agent is agent else None
+
+    def _children_of(self, agent: Agent) -> builtins.list[AgentHandle]:
+        return [e.handle for e in self._entries.values() if e.owner is agent]
+
+    def _owner_of(self, agent: object) -> object | None:
+        if not isinstance(agent, Agent):
+            return None
+        entry = self._entry_of(agent)
+        return entry.owner if entry is not None else None
+
+    def _remove(self, agent: Agent) -> None:
+        entry = self._entries.get(agent.id)
+        if entry is not None and entry.agent is agent:
+            del self._entries[agent.id]
+
+    # ------------------------------------------------------------------ creation
+
+    async def create(
+        self,
+        session_id: str | None = None,
+        *,
+        options: AgentOptions | None = None,
+        parent: Agent | None = None,
+        meta: Mapping[str, Any] | None = None,
+        seed: Sequence[SessionEvent] | None = None,
+        inherited_event_count: int | None = None,
+        setup: Setup | None = None,
+    ) -> AgentHandle:
+        """Create and publish a fresh agent; ``session_id=None`` mints one.
+
+        Setup and publication run as the agent's first maintenance task: input
+        sent by ``setup`` or by an ``agent/created`` listener is queued and starts
+        its turn once creation completes. Any failure rolls everything back (nothing
+        stays registered) and the original exception propagates.
+
+        Args:
+            session_id: the agent's id (its session id).
+            options: provider/model route and limits.
+            parent: the owning agent; it disposes this one first when disposed.
+            meta: header fields: ``cwd``, ``parent_session``, ``origin``,
+                ``delegation_depth``, ``agent_preset``.
+            seed: events the session starts from (a fork's prefix).
+            inherited_event_count: with ``seed``, marks it an inherited fork cut.
+            setup: ``async setup(agent.scope, agent)``, run before publication; it
+                may return a synchronous commit callable run right before publication.
+
+        Raises:
+            AgentExistsError: the id is live.
+            AgentDisposedError: ``parent`` is disposed.
+            InvalidSessionIdError: the id is not usable.
+        """
+        fields = dict(meta or {})
+        unknown = set(fields) - _META_KEYS
+        if unknown:
+            raise AgentConfigError(
+                f"unknown meta keys {sorted(unknown)} (allowed: {sorted(_META_KEYS)})"
+            )
+        sid = session_id if session_id is not None else str(uuid.uuid4())
+        raw_id: object = sid
+        if not isinstance(raw_id, str) or not raw_id:
+            raise InvalidSessionIdError(
+                f"a session id must be a non-empty string, got {sid!r}"
+            )
+        header = SessionHeader(
+            id=SessionId(sid),
+            created_at=now_ms(),
+            is_seeded=seed is not None,
+            **fields,
+        )
+        session = Session.create(
+            sid, header=header, seed=seed, inherited=inherited_event_count is not None
+        )
+        self._check_free(session.id, parent)
+        return await self._publish(
+            session, None, options or AgentOptions(), parent, setup, "startup"
+        )
+
+    async def resume(
+        self,
+        session_id: str,
+        *,
+        options: AgentOptions | None = None,
+        parent: Agent | None = None,
+        setup: Setup | None = None,
+    ) -> AgentHandle:
+        """Load a persisted session (crash-repaired) and publish an agent on it.
+
+        Raises:
+            PersistenceNotConfiguredError: the runtime has no persistence.
+            SessionNotFoundError: nothing is persisted under ``session_id``.
+            SessionCorruptError, SessionFormatError, SessionLockedError: see the message.
+        """
+        persistence = self._runtime.persistence
+        if persistence is None:
+            raise PersistenceNotConfiguredError(
+                f'cannot resume "{session_id}": session persistence is not configured (open_runtime(persistence=...))'
+            )
+        self._check_free(SessionId(session_id), parent)
+        session, writer = await load_session(persistence, session_id)
+        return await self._publish(
+            session, writer, options or AgentOptions(), parent, setup, "resume"
+        )
+
+    @asynccontextmanager
+    async def open(
+        self, session_id: str | None = None, **kwargs: Any
+    ) -> AsyncIterator[Agent]:
+        """``create(...)`` as an async context manager that disposes the agent on exit."""
+        handle = await self.create(session_id, **kwargs)
+        try:
+            yield handle.agent
+        finally:
+            with trio.CancelScope(shield=True):
+                await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
+
+    @asynccontextmanager
+    async def open_resumed(
+        self, session_id: str, **kwargs: Any
+    ) -> AsyncIterator[Agent]:
+        """``resume(...)`` as an async context manager that disposes the agent on exit."""
+        handle = await self.resume(session_id, **kwargs)
+        try:
+            yield handle.agent
+        finally:
+            with trio.CancelScope(shield=True):
+                await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
+
+    def _check_free(self, session_id: SessionId, parent: Agent | None) -> None:
+        if session_id in self._entries:
+            raise AgentExistsError(f'agent "{session_id}" is already live')
+        if parent is not None and (parent.disposed or self._entry_of(parent) is None):
+            raise AgentDisposedError(
+                f'parent agent "{parent.id}" is not live in this runtime'
+            )
+
+    async def _publish(
+        self,
+        session: Session,
+        writer: SessionWriter | None,
+        options: AgentOptions,
+        parent: Agent | None,
+        setup: Setup | None,
+        source: CreationSource,
+    ) -> AgentHandle:
+        self._check_free(session.id, parent)
+        agent = Agent(
+            session=session, options=options, services=self._runtime._services
+        )
+        handle = AgentHandle(agent, self)
+        entry = _Entry(agent, handle, parent)
+        self._entries[session.id] = entry
+        try:
+            try:
+                await agent.run_maintenance(
+                    functools.partial(self._initialize, entry, writer, setup, source)
+                )
+            finally:
+                publishing, entry.publishing = entry.publishing, None
+                if publishing is not None:
+                    publishing.set()
+        except BaseException:
+            if writer is not None and entry.recorder is None:
+                with trio.CancelScope(shield=True):
+                    await writer.close()  # noqa: ASYNC102  # closing a file is bounded
+            try:
+                with trio.CancelScope(shield=True):
+                    await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
+            except Exception as exc:
+                logger.warning(
+                    "agent %s: rollback after failed creation also failed: %r",
+                    session.id,
+                    exc,
+                )
+            raise
+        return handle
+
+    async def _initialize(
+        self,
+        entry: _Entry,
+        writer: SessionWriter | None,
+        setup: Setup | None,
+        source: CreationSource,
+        signal: CancelSignal,
+    ) -> None:
+        """The creation task: setup, recording, then publication (``agent/created``)."""
+        agent = entry.agent
+        session = agent.session
+        runtime = self._runtime
+        persistence = runtime.persistence
+        try:
+            if setup is not None:
+                commit = await setup(agent.scope, agent)
+                if commit is not None:
+                    commit()
+            if persistence is not None:
+                entry.recorder = await _start_recording(
+                    persistence, session, writer, runtime._spawn
+                )
+            if source == "resume":
+                session.append("session/end-seed", EndSeed())
+            runtime.sessions._add(session)
+            entry.announced = True
+            await runtime.events.serial(
+                "agent/created", AgentCreated(agent, source, signal), scope=agent
+            )
+        except BaseException:
+            # Queued input must not start a turn on an agent that is being rolled back.
+            agent.cancel(DisposedCancel(), keep_inbox=True)
+            raise
+
+    # ------------------------------------------------------------------ disposal
+
+    def _dispose_soon(self, agent: Agent) -> _Disposal:
+        """Start ``agent``'s teardown in the runtime nursery. Runtime use only.
+
+        Synchronous; call it once per agent (its handle does). The returned record's
+        ``done`` is set once the teardown has completed.
+        """
+        disposal = _Disposal()
+        self._runtime._spawn(self._teardown, agent, disposal)
+        return disposal
+
+    async def _teardown(self, agent: Agent, disposal: _Disposal) -> None:
+        """Children first, then drain, close the recorder, unregister, announce.
+
+        Shielded: it runs to completion even while the runtime is being cancelled.
+        Failures are collected into ``disposal.errors``.
+        """
+        errors = disposal.errors
+        with trio.CancelScope(shield=True):
+            entry = self._entry_of(agent)
+            if entry is not None and entry.publishing is not None:
+                # Creation still running: abort its setup/listeners, then wait for it.
+                agent.cancel(DisposedCancel(), keep_inbox=True)
+                await entry.publishing.wait()
+            for child in self._children_of(agent):
+                try:
+                    await child.dispose()
+                except Exception as exc:
+                    errors.append(exc)
+            errors.extend(await agent._drain())
+            if entry is not None and entry.recorder is not None:
+                try:
+                    await entry.recorder.aclose()
+                except Exception as exc:
+                    errors.append(exc)
+            self._remove(agent)
+            runtime = self._runtime
+            if entry is not None and entry.announced:
+                runtime.events.emit("agent/disposed", AgentDisposed(agent), scope=agent)
+            agent._finish_dispose()
+            runtime.sessions._remove(agent.session)
+        disposal.done.set()
+
+    async def _dispose_all(self) -> None:
+        """Dispose every live agent, roots first (each disposes its children). Runtime use only.
+
+        Blocks until every teardown has completed.
+
+        Raises:
+            ExceptionGroup: the failures of the disposals that failed.
+        """
+        await trio.lowlevel.checkpoint()
+        errors: builtins.list[Exception] = []
+
+        async def dispose(  # noqa: ASYNC910
+            handle: AgentHandle,
+        ) -> None:  # dispose() always waits on an event
+            try:
+                await handle.dispose()
+            except Exception as exc:
+                errors.append(exc)
+
+        while self._entries:
+            roots = [
+                e.handle
+                for e in self._entries.values()
+                if e.owner is None or e.owner.disposed
+            ]
+            if not roots:  # pragma: no cover - every live chain has a root
+                roots = [e.handle for e in self._entries.values()]
+            async with trio.open_nursery() as nursery:
+                for handle in roots:
+                    nursery.start_soon(dispose, handle)
+        if errors:
+            raise ExceptionGroup("disposing the runtime's agents failed", errors)
+
+
+async def _start_recording(  # private; a resumed writer may have nothing left to write
+    persistence: _Persistence,
+    session: Session,
+    writer: SessionWriter | None,
+    spawn: Callable[..., None],
+) -> SessionRecorder:
+    if writer is None:
+        writer = await persistence.create(session.header)
+    while writer.durable_seq < session.next_seq:
+        await writer.append(session.events[writer.durable_seq :], sync=True)
+    # No checkpoint between the check above and subscribing: nothing can slip past.
+    return SessionRecorder(  # noqa: ASYNC910
+        session, writer, durability=persistence.durability, spawn=spawn
+    )

@@ -1,0 +1,93 @@
+"""The lines of a JSONL session log: line 1 the header, then one event per line.
+
+Each line is compact JSON ending in ``\\n`` (non-ASCII kept as UTF-8); the header keys
+come in the reference's order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Final
+
+from ..errors import InvalidEventError, InvalidSessionIdError
+from ..values import SessionEvent, SessionHeader, event_to_json, header_to_json
+
+__all__ = ["encode_events", "encode_header", "parse_line"]
+
+_ENCODER: Final = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False
+)
+
+
+def encode_events(events: Sequence[SessionEvent]) -> bytes:
+    """The lines of ``events``, each compact JSON ending in ``\\n``.
+
+    JSON escapes every control character, so no string can break a line.
+
+    Raises:
+        InvalidEventError: an event holds a lone surrogate, which UTF-8 cannot
+            encode (nothing of the batch is encoded).
+    """
+    lines = [_ENCODER.encode(event_to_json(ev)) for ev in events]
+    lines.append("")
+    try:
+        return "\n".join(lines).encode("utf-8")
+    except UnicodeEncodeError:
+        for ev, line in zip(events, lines, strict=False):
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidEventError(
+                    f'session event "{ev.type}" at seq {ev.seq} holds a lone '
+                    f"surrogate ({exc.object[exc.start : exc.end]!r}), which UTF-8 "
+                    "cannot encode; nothing was written",
+                    seq=ev.seq,
+                    type=ev.type,
+                ) from None
+        raise  # pragma: no cover - some line failed above
+
+
+# The reference writes the header keys in this order.
+_HEADER_KEY_ORDER: Final = (
+    "type",
+    "version",
+    "id",
+    "createdAt",
+    "cwd",
+    "parentSession",
+    "isSeeded",
+    "origin",
+    "delegationDepth",
+    "agentPreset",
+)
+
+
+def encode_header(header: SessionHeader) -> bytes:
+    """The header line of a log, ending in ``\\n``.
+
+    Raises:
+        InvalidSessionIdError: a header field holds a lone surrogate.
+    """
+    obj = header_to_json(header)
+    ordered: dict[str, object] = {k: obj[k] for k in _HEADER_KEY_ORDER if k in obj}
+    ordered.update(obj)  # keys this list does not know keep their place at the end
+    try:
+        return (_ENCODER.encode(ordered) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidSessionIdError(
+            f"session header of {header.id!r} holds a lone surrogate, which UTF-8 "
+            "cannot encode"
+        ) from None
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def parse_line(line: bytes) -> object:
+    """Parse one line; raises ``ValueError`` (or ``RecursionError``) if it is not JSON."""
+    return _DECODER.decode(line.decode("utf-8"))

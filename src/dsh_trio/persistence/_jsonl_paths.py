@@ -1,0 +1,121 @@
+"""Where a JSONL session log lives: the reference's directory layout and id encoding.
+
+::
+
+    <root>/<projectDir>/<encodedId>/session.v3.jsonl
+    <root>/<projectDir>/<encodedId>/session.lock
+
+``projectDir`` is ``_no-cwd`` or ``--<slug>--`` (from the header's ``cwd``);
+``encodedId`` is the session id with every code unit outside ``[A-Za-z0-9._-]`` (and
+``~``) written as ``~XXXX`` (its UTF-16 code unit in hex), ``.`` as ``~002E`` and
+``..`` as ``~002E~002E``, so no id can name a path outside its directory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from ..errors import InvalidSessionIdError
+from ..values import FORMAT_VERSION, SessionHeader
+
+__all__ = [
+    "LOG_FILE_NAME",
+    "LOCK_FILE_NAME",
+    "check_id",
+    "encode_session_id",
+    "project_dir_name",
+    "session_dir_for",
+]
+
+#: The log file's name inside its session directory.
+LOG_FILE_NAME: Final = f"session.v{FORMAT_VERSION}.jsonl"
+#: The lock file's name inside its session directory.
+LOCK_FILE_NAME: Final = "session.lock"
+_NO_CWD: Final = "_no-cwd"
+_NAME_MAX: Final = 255
+
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def check_id(session_id: object) -> None:
+    """Refuse a session id that is not a non-empty string.
+
+    Raises:
+        InvalidSessionIdError: the id is empty or not a string.
+    """
+    if not isinstance(session_id, str):
+        raise InvalidSessionIdError(
+            f"a session id must be a string, got {type(session_id).__name__}"
+        )
+    if not session_id:
+        raise InvalidSessionIdError("a session id must not be empty")
+
+
+def _code_units(ch: str) -> tuple[int, ...]:
+    cp = ord(ch)
+    if cp > 0xFFFF:
+        cp -= 0x10000
+        return (0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF))
+    return (cp,)
+
+
+def encode_session_id(session_id: str) -> str:
+    """The session id as one safe path segment (reversible, no traversal possible).
+
+    Raises:
+        InvalidSessionIdError: the id is empty or not a string.
+    """
+    check_id(session_id)
+    if session_id == ".":
+        return "~002E"
+    if session_id == "..":
+        return "~002E~002E"
+    out: list[str] = []
+    for ch in session_id:
+        if ch in _SAFE:
+            out.append(ch)
+        else:
+            out.extend(f"~{unit:04X}" for unit in _code_units(ch))
+    return "".join(out)
+
+
+def project_dir_name(cwd: str | None) -> str:
+    """The project directory a session with working directory ``cwd`` is stored under.
+
+    Separators (``/``, ``\\``, ``:``) collapse to one ``-``; other unsafe code units
+    become ``~XXXX``; leading dashes are dropped and the slug is cut to 251 characters.
+    """
+    if cwd is None:
+        return _NO_CWD
+    out: list[str] = []
+    separator_run = False
+    for ch in cwd:
+        if ch in "/\\:":
+            if not separator_run:
+                out.append("-")
+            separator_run = True
+            continue
+        separator_run = False
+        if ch in _SAFE:
+            out.append(ch)
+        else:
+            out.extend(f"~{unit:04X}" for unit in _code_units(ch))
+    slug = "".join(out).lstrip("-") or "root"
+    return f"--{slug[:251]}--"
+
+
+def session_dir_for(root: str, header: SessionHeader) -> str:
+    """The directory under ``root`` a session with ``header`` is stored in (pure).
+
+    Raises:
+        InvalidSessionIdError: the id is empty, not a string, or too long to be a
+            file name once encoded.
+    """
+    encoded = encode_session_id(header.id)
+    if len(encoded) > _NAME_MAX:
+        raise InvalidSessionIdError(
+            f"session id is too long to be a file name ({len(encoded)} characters "
+            f"encoded, at most {_NAME_MAX}): {header.id[:40]!r}..."
+        )
+    return os.path.join(root, project_dir_name(header.cwd), encoded)

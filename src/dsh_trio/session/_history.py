@@ -1,0 +1,132 @@
+"""The derived history: the surface folded into the messages a model sees.
+
+:class:`HistoryFold` keeps the fold of one session up to date incrementally and hands
+out :class:`DerivedMessages` snapshots of it in O(1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+import attrs
+
+from ..values import (
+    AssistantMessageData,
+    Message,
+    SessionEvent,
+    SystemMessageData,
+    ToolResultData,
+    UserMessage,
+)
+from ._surface import Surface
+
+__all__ = ["DerivedMessages", "HistoryFold"]
+
+_new = object.__new__
+
+
+class DerivedMessages(Sequence[Message]):
+    """An immutable snapshot of the derived history (what ``derive_messages()`` returns).
+
+    Taking one is O(1): it shares the session's append-only fold and remembers its
+    length, so later appends never show through and a replace op starts a new fold
+    instead of editing this one. Indexing, slicing (a tuple), iteration and ``==``
+    against lists and tuples work as for a tuple; ``list(snapshot)`` gives a mutable
+    copy.
+    """
+
+    __slots__ = ("_items", "_len")
+
+    def __init__(self, items: list[Message], length: int) -> None:
+        self._items = items
+        self._len = length
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return tuple(self._items[: self._len][index])
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("derived message index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Message]:
+        items = self._items
+        for i in range(self._len):
+            yield items[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (DerivedMessages, list, tuple)):
+            return len(self) == len(other) and all(
+                a == b for a, b in zip(self, other, strict=True)
+            )
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"DerivedMessages({list(self)!r})"
+
+
+def _project(event: SessionEvent) -> Message | None:
+    """The message a surface event contributes to the derived history, if any."""
+    data = event.data
+    # Exact-class tests: the cheapest narrowing, and validated data has exact classes.
+    if data.__class__ is UserMessage:
+        return data
+    if data.__class__ is ToolResultData:
+        return data.message
+    if data.__class__ is AssistantMessageData or data.__class__ is SystemMessageData:
+        message = data.message
+        return message if message.content else None
+    return None
+
+
+@attrs.define(eq=False)
+class HistoryFold:
+    """The surface folded into messages, extended as the surface grows.
+
+    ``user/message`` gives its message; ``system/message`` and ``assistant/message``
+    give theirs unless the content is empty; ``tool/result`` gives its result
+    message. Only nodes added since the last :meth:`snapshot` are visited; after a
+    replace op (a new surface generation) the fold starts over in a new list, so
+    earlier snapshots never change.
+    """
+
+    _events: list[SessionEvent]
+    _surface: Surface
+    _items: list[Message] = attrs.field(factory=list, init=False)
+    _folded: int = attrs.field(default=0, init=False)
+    _generation: int = attrs.field(default=0, init=False)
+
+    def snapshot(self) -> DerivedMessages:
+        """The derived history now, as an immutable O(1) snapshot."""
+        surface = self._surface
+        if self._generation != surface.generation:
+            self._items = []
+            self._folded = 0
+            self._generation = surface.generation
+        nodes = surface.nodes
+        folded = self._folded
+        if folded < len(nodes):
+            events = self._events
+            items = self._items
+            for k in range(folded, len(nodes)):
+                message = _project(events[nodes[k]])
+                if message is not None:
+                    items.append(message)
+            self._folded = len(nodes)
+        # A snapshot is taken on every call: building it without the ``__init__``
+        # frame keeps a call with nothing new to fold as cheap as it can be.
+        snapshot = _new(DerivedMessages)
+        snapshot._items = items = self._items
+        snapshot._len = len(items)
+        return snapshot

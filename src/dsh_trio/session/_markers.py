@@ -1,0 +1,48 @@
+"""The latest turn and request markers of a session log, folded as events commit."""
+
+from __future__ import annotations
+
+import attrs
+
+from ..values import (
+    EpochHeader,
+    RequestContextData,
+    RequestHeaderData,
+    SessionEvent,
+    TurnStart,
+)
+
+__all__ = ["Markers"]
+
+
+@attrs.define(eq=False)
+class Markers:
+    """The latest turn and request markers of a log, folded from its off-surface events.
+
+    ``last_turn`` is the turn of the last ``turn/start`` (0 if none); ``open_turn``
+    that turn until a ``turn/end`` closes it; ``request_header`` and
+    ``request_context`` hold the latest ``request/header``'s header and
+    ``request/context``'s data.
+    """
+
+    last_turn: int = 0
+    open_turn: int | None = None
+    request_header: EpochHeader | None = None
+    request_context: RequestContextData | None = None
+
+    def fold(self, event: SessionEvent) -> None:
+        """Take a committed off-surface event into account.
+
+        Raises:
+            TypeError: a marker event's data is not of its type (only the runtime's
+                trusted appends skip the check that rules this out).
+        """
+        type_ = event.type
+        if type_ == "turn/start":
+            self.last_turn = self.open_turn = event.data_as(TurnStart).turn
+        elif type_ == "turn/end":
+            self.open_turn = None
+        elif type_ == "request/header":
+            self.request_header = event.data_as(RequestHeaderData).header
+        elif type_ == "request/context":
+            self.request_context = event.data_as(RequestContextData)

@@ -1,0 +1,132 @@
+"""What one tool call settles to, before the scheduler commits it.
+
+An :class:`Outcome` is built from whatever a body returned or raised
+(:func:`invoke`), or for a call that never ran a body (unknown tool, invalid
+arguments, aborted or skipped). Turning a body's exceptions and return values into
+outcomes is all that happens here; ordering and logging are the scheduler's.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ..errors import AgentCancelled
+from ..values import (
+    ContentBlock,
+    DataShapeError,
+    JsonValue,
+    TextBlock,
+    ToolErrorInfo,
+    ToolResultBlock,
+    UserMessage,
+    check_json,
+    check_typed,
+)
+from ._tool import Tool, ToolContext, ToolResult, _to_content
+
+__all__ = [
+    "Outcome",
+    "aborted",
+    "error_outcome",
+    "invoke",
+    "skipped",
+]
+
+_ABORTED_TEXT = "Error: tool call aborted"
+_SKIPPED_TEXT = "Error: tool call aborted before dispatch"
+_ABORTED_INFO = ToolErrorInfo("AbortError", "ABORTED")
+_SKIPPED_INFO = ToolErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH")
+
+
+@attrs.frozen
+class Outcome:
+    """A settled call, before it is committed."""
+
+    content: tuple[ContentBlock, ...]
+    is_error: bool
+    error: ToolErrorInfo | None = None
+    meta: JsonValue = attrs.field(default=None, hash=False)
+    contexts: tuple[UserMessage, ...] = ()
+    concluded: bool = False
+
+
+def error_outcome(
+    text: str, info: ToolErrorInfo | None, contexts: tuple[UserMessage, ...] = ()
+) -> Outcome:
+    """An error result with ``text`` as its content."""
+    return Outcome(
+        content=(TextBlock(text),), is_error=True, error=info, contexts=contexts
+    )
+
+
+def aborted(contexts: tuple[UserMessage, ...]) -> Outcome:
+    """The result of a started call that the turn's cancellation interrupted."""
+    return error_outcome(_ABORTED_TEXT, _ABORTED_INFO, contexts)
+
+
+def skipped() -> Outcome:
+    """The result of a call that never started because the turn was cancelled."""
+    return error_outcome(_SKIPPED_TEXT, _SKIPPED_INFO)
+
+
+def _failure(exc: Exception, contexts: tuple[UserMessage, ...]) -> Outcome:
+    code = getattr(exc, "code", None)
+    text = str(exc) or type(exc).__name__
+    return error_outcome(
+        f"Error: {text}",
+        ToolErrorInfo(
+            type(exc).__name__, code if isinstance(code, str) and code else "TOOL_ERROR"
+        ),
+        contexts,
+    )
+
+
+def _invalid_output(tool: Tool, why: str, contexts: tuple[UserMessage, ...]) -> Outcome:
+    return error_outcome(
+        f"Error: tool {tool.name!r} returned an invalid result: {why}",
+        ToolErrorInfo("ToolOutputError", "INVALID_TOOL_OUTPUT"),
+        contexts,
+    )
+
+
+def _settle(tool: Tool, ctx: ToolContext, value: object) -> Outcome:
+    """Turn what a body returned into an outcome (invalid output → an error outcome)."""
+    contexts = ctx.deferred
+    meta: JsonValue = None
+    is_error = False
+    try:
+        if isinstance(value, ToolResult):
+            content, is_error = value.content, value.is_error
+            if type(is_error) is not bool:
+                raise TypeError(f"ToolResult.is_error must be a bool, got {is_error!r}")
+            meta = check_json(value.meta, "meta")
+        else:
+            content = _to_content(value)  # type: ignore[arg-type]
+        check_typed(ToolResultBlock, ToolResultBlock(ctx.call_id, content, is_error))
+    except TypeError as exc:
+        return _invalid_output(tool, str(exc), contexts)
+    except DataShapeError as exc:
+        return _invalid_output(tool, exc.describe("result"), contexts)
+    return Outcome(
+        content=content,
+        is_error=is_error,
+        meta=meta,
+        contexts=contexts,
+        concluded=ctx.concludes_turn and not is_error,
+    )
+
+
+async def invoke(tool: Tool, ctx: ToolContext, kwargs: dict[str, object]) -> Outcome:
+    """Run the body of one call; every ``Exception`` it raises becomes an error outcome."""
+    try:
+        if tool._takes_context:
+            value = await tool.fn(ctx, **kwargs)
+        else:
+            value = await tool.fn(**kwargs)
+    except AgentCancelled as exc:
+        if ctx.signal.cancelled:
+            return aborted(ctx.deferred)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
+        return _failure(exc, ctx.deferred)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
+    except Exception as exc:  # a failing body is a result, not a crash
+        return _failure(exc, ctx.deferred)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
+    return _settle(tool, ctx, value)

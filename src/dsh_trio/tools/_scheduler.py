@@ -1,0 +1,332 @@
+"""The step's call scheduler: one committed assistant message's tool calls, run and logged.
+
+Calls are taken in model order and grouped: a run of parallel-safe calls forms a group
+whose bodies overlap in a bounded pool; any other call (exclusive, unknown, or with
+invalid arguments) is a barrier of its own. ``tool/call`` is appended when a call
+starts; ``tool/result`` events are committed strictly in model order, each followed by
+the contexts its call deferred. A cancelled turn still closes every call it started,
+and gives each unstarted call a skipped pair.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ..errors import ToolArgumentsError
+from ..values import (
+    InboxTarget,
+    ToolCallBlock,
+    ToolCallData,
+    ToolErrorInfo,
+    ToolResultBlock,
+    ToolResultData,
+    ToolSource,
+    UserMessage,
+    new_message_id,
+)
+from ._arguments import parse_arguments
+from ._outcome import (
+    Outcome,
+    aborted,
+    error_outcome,
+    invoke,
+    skipped,
+)
+from ._tool import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from ..loop import Agent, CancelSignal
+    from ._registry import ToolRegistry
+
+__all__ = ["execute_tool_calls"]
+
+
+def _cancellation_only(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``Cancelled``, or a group holding nothing else."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_cancellation_only(e) for e in exc.exceptions)
+    return False
+
+
+def _failures(exc: BaseException) -> list[BaseException]:
+    """The leaves of ``exc`` that are not ``Cancelled``."""
+    if isinstance(exc, trio.Cancelled):
+        return []
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in _failures(e)]
+    return [exc]
+
+
+@attrs.define(eq=False)
+class _Call:
+    """The scheduling state of one call."""
+
+    block: ToolCallBlock
+    prepared: bool = False
+    tool: Tool | None = None
+    kwargs: dict[str, object] = attrs.field(factory=dict)
+    rejected: Outcome | None = None  # unknown tool or invalid arguments: no body runs
+    call_seq: int = -1
+    settled: bool = False
+    outcome: Outcome | None = None
+
+
+@attrs.define(eq=False)
+class _Run:
+    """The scheduler state of one ``execute``: calls ``[:committed]`` have results,
+    ``[:started]`` have their ``tool/call``, ``in_flight`` bodies are running."""
+
+    registry: ToolRegistry
+    agent: Agent
+    turn: int
+    step: int
+    signal: CancelSignal
+    calls: list[_Call]
+    started: int = 0
+    committed: int = 0
+    in_flight: int = 0
+    concluded: bool = False
+    # A body escaped with a BaseException: start and commit nothing more.
+    failed: bool = False
+    changed: trio.Event = attrs.field(factory=trio.Event)
+
+    async def run(self) -> bool:
+        cancelled: BaseExceptionGroup[BaseException] | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                await self._schedule(nursery)
+        except BaseExceptionGroup as group:
+            if not _cancellation_only(group):
+                leaves = _failures(group)
+                if len(leaves) == 1:
+                    raise leaves[0] from None
+                raise
+            cancelled = group
+        if cancelled is not None or self._aborted():
+            self._close_out()
+            # The turn's scope is still cancelled: this raises a plain Cancelled for
+            # the driver rather than the nursery's group of them.
+            await trio.lowlevel.checkpoint()
+            if cancelled is not None:
+                raise cancelled
+            return False
+        await trio.lowlevel.checkpoint()
+        return self.concluded
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _aborted(self) -> bool:
+        # The turn's signal, or any enclosing cancellation (the owner shutting down);
+        # after a failure, the nursery's own cancellation also stops the scheduler.
+        return (
+            self.failed
+            or self.signal.cancelled
+            or trio.current_effective_deadline() == -math.inf
+        )
+
+    async def _schedule(self, nursery: trio.Nursery) -> None:  # noqa: ASYNC910  # private: the scheduler around it checkpoints
+        calls = self.calls
+        n = len(calls)
+        while self.started < n:
+            if self._aborted():
+                return  # noqa: ASYNC910  # private: the scheduler around it checkpoints
+            if not self._parallel(calls[self.started]):
+                self._start(calls[self.started], nursery)
+                self._commit_ready()
+                while self.committed < self.started:
+                    if self._aborted():
+                        return
+                    await self._wait()
+                    self._commit_ready()
+                continue
+            cap = self.registry.max_parallel_tool_calls
+            while True:
+                while (
+                    self.started < n
+                    and self.in_flight < cap
+                    and not self._aborted()
+                    and self._parallel(calls[self.started])
+                ):
+                    self._start(calls[self.started], nursery)
+                    self._commit_ready()
+                if self._aborted():
+                    return
+                group_open = self.started < n and self._parallel(calls[self.started])
+                if not group_open and self.committed == self.started:
+                    break
+                await self._wait()
+                self._commit_ready()
+
+    async def _wait(self) -> None:
+        await self.changed.wait()
+        self.changed = trio.Event()
+
+    def _prepare(self, call: _Call) -> None:
+        if call.prepared:
+            return
+        call.prepared = True
+        block = call.block
+        found = self.registry.get(block.name)
+        if found is None:
+            call.rejected = error_outcome(
+                f"Error: unknown tool {block.name!r}",
+                ToolErrorInfo("UnknownToolError", "UNKNOWN_TOOL"),
+            )
+            return
+        call.tool = found
+        try:
+            call.kwargs = found._arguments.convert(
+                parse_arguments(block.arguments, found.name), found.name
+            )
+        except ToolArgumentsError as exc:
+            call.rejected = error_outcome(
+                f"Error: invalid arguments for tool {found.name!r}: {exc}",
+                ToolErrorInfo("ToolArgumentsError", "INVALID_ARGS"),
+            )
+
+    def _parallel(self, call: _Call) -> bool:
+        self._prepare(call)
+        return (
+            call.rejected is None and call.tool is not None and call.tool.parallel_safe
+        )
+
+    def _append_call(self, call: _Call) -> None:
+        block = call.block
+        event = self.agent.session.append(
+            "tool/call",
+            ToolCallData(
+                turn=self.turn,
+                step=self.step,
+                call_id=block.id,
+                name=block.name,
+                arguments=block.arguments,
+            ),
+        )
+        call.call_seq = event.seq
+        self.started += 1
+
+    def _start(self, call: _Call, nursery: trio.Nursery) -> None:
+        self._prepare(call)
+        self._append_call(call)
+        if call.rejected is not None or call.tool is None:
+            call.outcome = call.rejected
+            call.settled = True
+            return
+        ctx = ToolContext(
+            agent=self.agent,
+            call_id=call.block.id,
+            signal=self.signal,
+            turn=self.turn,
+            step=self.step,
+        )
+        self.in_flight += 1
+        nursery.start_soon(
+            self._body,
+            call,
+            call.tool,
+            ctx,
+            name=f"tool {call.tool.name} ({call.block.id})",
+        )
+
+    async def _body(self, call: _Call, tool: Tool, ctx: ToolContext) -> None:
+        try:
+            call.outcome = await invoke(tool, ctx, call.kwargs)
+        except BaseException as exc:
+            if _cancellation_only(exc):
+                call.outcome = aborted(ctx.deferred)
+            else:
+                self.failed = True
+            raise
+        finally:
+            ctx._close()
+            call.settled = True
+            self.in_flight -= 1
+            self.changed.set()
+
+    # ------------------------------------------------------------------ committing
+
+    def _commit_ready(self) -> None:
+        calls = self.calls
+        while (
+            not self.failed
+            and self.committed < self.started
+            and calls[self.committed].settled
+        ):
+            self._commit(calls[self.committed])
+
+    def _commit(self, call: _Call) -> None:
+        outcome = call.outcome if call.outcome is not None else aborted(())
+        if not outcome.is_error and self._aborted():
+            # A body that finished after the abort: its work is not reported as done.
+            outcome = aborted(outcome.contexts)
+        self._append_result(call, outcome)
+        self.committed += 1
+        inbox = self.agent.inbox
+        for message in outcome.contexts:
+            inbox.append(InboxTarget.NEXT_STEP, message)
+        if outcome.concluded:
+            self.concluded = True
+
+    def _append_result(self, call: _Call, outcome: Outcome) -> None:
+        call_id = call.block.id
+        self.agent.session.append(
+            "tool/result",
+            ToolResultData(
+                turn=self.turn,
+                step=self.step,
+                message=UserMessage(
+                    id=new_message_id(),
+                    content=(
+                        ToolResultBlock(
+                            call_id, outcome.content, is_error=outcome.is_error
+                        ),
+                    ),
+                    source=ToolSource(call_id),
+                ),
+                error=outcome.error,
+                meta=outcome.meta,
+            ),
+            surface_op="append",
+            source_event_seqs=(call.call_seq,),
+        )
+
+    def _close_out(self) -> None:
+        """After an abort: commit every started call, then skip the rest (synchronous)."""
+        calls = self.calls
+        while self.committed < self.started:
+            self._commit(calls[self.committed])
+        for call in calls[self.started :]:
+            self._append_call(call)
+            self._append_result(call, skipped())
+            self.committed += 1
+
+
+async def execute_tool_calls(
+    registry: ToolRegistry,
+    agent: Agent,
+    *,
+    turn: int,
+    step: int,
+    calls: Sequence[ToolCallBlock],
+    signal: CancelSignal,
+) -> bool:
+    """Run the tool calls of one assistant message against ``registry``.
+
+    See :meth:`ToolRegistry.execute`.
+    """
+    run = _Run(
+        registry=registry,
+        agent=agent,
+        turn=turn,
+        step=step,
+        signal=signal,
+        calls=[_Call(block) for block in calls],
+    )
+    return await run.run()
