@@ -77,7 +77,7 @@ API: dict[str, tuple[str, tuple[str, ...]]] = {
             "DuplicateMessageError", "InvalidSpliceError", "NoInitiatorError",
             "SessionNotFoundError", "SessionCorruptError", "SessionFormatError",
             "InvalidSessionIdError", "PersistenceNotConfiguredError", "LlmError",
-            "ToolArgumentsError",
+            "ToolArgumentsError", "PersistenceError",
         ),
     ),
 }  # fmt: skip
@@ -86,7 +86,6 @@ API: dict[str, tuple[str, tuple[str, ...]]] = {
 PENDING: tuple[tuple[str, str], ...] = (
     ("dsh_trio", "TurnResult"),
     ("dsh_trio", "text_of"),
-    ("dsh_trio.errors", "PersistenceError"),
     ("dsh_trio.errors", "TurnFailedError"),
     ("dsh_trio", "PresetScope"),
     ("dsh_trio", "PresetDefinition"),

@@ -32,6 +32,7 @@ from .errors import (
     InvalidSpliceError as InvalidSpliceError,
     LlmError as LlmError,
     NoInitiatorError as NoInitiatorError,
+    PersistenceError as PersistenceError,
     PersistenceNotConfiguredError as PersistenceNotConfiguredError,
     PersistenceSeqError as PersistenceSeqError,
     SessionCorruptError as SessionCorruptError,

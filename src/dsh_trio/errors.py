@@ -28,6 +28,7 @@ __all__ = [
     "SessionLockedError",
     "InvalidSessionIdError",
     "PersistenceNotConfiguredError",
+    "PersistenceError",
     "LlmError",
     "ToolArgumentsError",
     "DuplicateProviderError",
@@ -96,11 +97,16 @@ class SessionCorruptError(DshError, ValueError):
     Attributes:
         seq: the sequence number of the first bad event, or ``None`` when the damage
             is not tied to one event (a bad header line, say).
+        line: the line of the stored log holding the damage (1 is the header line),
+            or ``None`` when the history did not come from a file.
     """
 
-    def __init__(self, message: str, *, seq: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, seq: int | None = None, line: int | None = None
+    ) -> None:
         super().__init__(message)
         self.seq = seq
+        self.line = line
 
 
 class InvalidEventError(SessionCorruptError):
@@ -139,6 +145,29 @@ class InvalidSessionIdError(DshError, ValueError):
 
 class PersistenceNotConfiguredError(DshError, RuntimeError):
     """The operation needs session persistence, and the runtime has none."""
+
+
+class PersistenceError(DshError, OSError):
+    """A session's log could not be written; the unwritten events stay queued.
+
+    :meth:`Agent.flush` raises it for a failed write, and so do the waking input
+    methods (``send(..., wakeup=True)``, ``followup``, ``steer``) of an agent whose
+    log is failing, until a flush succeeds. It is an :class:`OSError`: ``errno`` is
+    the writer's when the writer raised an :class:`OSError`, and ``__cause__`` is
+    what the writer raised.
+
+    Attributes:
+        session_id: the session whose log failed.
+    """
+
+    def __init__(
+        self, message: str, *, session_id: str, cause: BaseException | None = None
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        if isinstance(cause, OSError):
+            # errno only: setting strerror too would make str() drop the message.
+            self.errno = cause.errno
 
 
 class LlmError(DshError):

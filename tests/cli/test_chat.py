@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 import trio
 import trio.testing
 
@@ -206,6 +207,20 @@ async def test_a_failed_turn_prints_one_line(tmp_path: Path) -> None:
         assert isinstance(chat.app.last_reason, dsh.Errored)
 
 
+async def test_a_retry_after_beyond_the_policy_says_when_to_retry(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    model = ScriptedModel(fail("RATE_LIMIT", "slow down", retry_after_ms=60_000))
+    async with open_chat(model, tmp_path) as chat:
+        chat.app.submit("hi")
+        await chat.agent.when_idle()
+        assert chat.err.getvalue() == (
+            "error: rate limited; the provider asks to retry after 60 s, more than "
+            "max_delay_ms=10000: slow down [RATE_LIMIT]\n"
+        )
+        assert len(model.requests) == 1
+
+
 async def test_retries_are_announced(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -302,3 +317,24 @@ async def test_run_chat_with_no_input_saves_nothing(tmp_path: Path) -> None:
     assert code == 0
     assert "is empty; nothing was saved" in err.getvalue()
     assert await trio.to_thread.run_sync(os.listdir, tmp_path) == []
+
+
+async def test_a_line_the_log_cannot_take_is_refused_and_the_chat_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with open_chat(ScriptedModel(reply("ok")), tmp_path) as chat:
+
+        def failing_followup(self: dsh.Agent, message: dsh.UserMessage) -> None:
+            raise dsh.PersistenceError(
+                "disk full", session_id=chat.agent.id, cause=OSError(28, "No space")
+            )
+
+        monkeypatch.setattr(dsh.Agent, "followup", failing_followup)
+        assert chat.app.submit("hello") is True
+        assert "not sent: the session log cannot be written: disk full" in (
+            chat.out.getvalue() + chat.err.getvalue()
+        )
+        monkeypatch.undo()
+        assert chat.app.submit("again") is True
+        await chat.agent.when_idle()
+        assert chat.turn_ends() == [dsh.Completed()]

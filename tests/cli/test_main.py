@@ -1,4 +1,4 @@
-"""``dsh-trio`` run in-process through ``main([...])``: chat, sessions, show, usage."""
+"""``dsh-trio`` run in-process through ``main([...])``: chat, sessions, show, repair, usage."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _session_id(err: str) -> str:
 def test_help_documents_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for command in ("chat", "sessions", "show"):
+    for command in ("chat", "sessions", "show", "repair"):
         assert command in out
     assert main(["chat", "--help"]) == 0
     chat_help = capsys.readouterr().out
@@ -56,6 +56,10 @@ def test_help_documents_every_command(capsys: pytest.CaptureFixture[str]) -> Non
     assert "offline demo model" in chat_help
     assert main(["show", "--help"]) == 0
     assert "transcript" in capsys.readouterr().out
+    assert main(["repair", "--help"]) == 0
+    repair_help = capsys.readouterr().out
+    assert "--truncate-at SEQ" in repair_help
+    assert "session.v3.jsonl.damaged-<time>" in repair_help
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -248,3 +252,62 @@ def test_show_a_log_with_a_foreign_version(
     # Listing skips logs it cannot read, so the id is unknown to show as well.
     assert main(["show", "t1-reference", "--session-dir", str(tmp_path)]) == 1
     assert "no session 't1-reference'" in capsys.readouterr().err
+
+
+def _reference_log(tmp_path: Path) -> Path:
+    shutil.copytree(REFERENCE_LOG, tmp_path, dirs_exist_ok=True)
+    return next(tmp_path.glob("*/t1-reference/session.v3.jsonl"))
+
+
+def test_repair_cuts_a_torn_tail_into_a_side_file_that_show_lists(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    log = _reference_log(tmp_path)
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:-2]) + b'{"type":"step/e')
+    assert main(["repair", "t1-reference", "--session-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    (side,) = log.parent.glob("session.v3.jsonl.damaged-*")
+    assert side.read_bytes() == b'{"type":"step/e'
+    assert f"15 damaged bytes from line {len(lines) - 1} (seq {len(lines) - 3})" in out
+    assert str(side) in out
+    assert "closed turn 1, which a stop left open, as interrupted" in out
+    assert "dsh-trio chat --resume t1-reference" in out
+    assert main(["show", "t1-reference", "--session-dir", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    assert "=== turn 1 ended: interrupted" in shown
+    assert "[15 damaged bytes were cut off the end of this log" in shown
+    assert str(side) in shown
+
+
+def test_repair_refuses_mid_log_damage_until_the_user_truncates(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    log = _reference_log(tmp_path)
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[5] = b"not json at all\n"  # seq 4, line 6; valid lines follow
+    damaged = b"".join(lines)
+    log.write_bytes(damaged)
+    args = ["repair", "t1-reference", "--session-dir", str(tmp_path)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "session 't1-reference' is refused" in err
+    assert "line 6" in err
+    assert "dsh-trio repair t1-reference --truncate-at 4 --session-dir" in err
+    assert log.read_bytes() == damaged
+    assert main([*args, "--truncate-at", "4"]) == 0
+    out = capsys.readouterr().out
+    (side,) = log.parent.glob("session.v3.jsonl.damaged-*")
+    assert side.read_bytes() == b"".join(lines[5:])
+    assert f"into {side}" in out
+    assert "session t1-reference loads" in out
+    assert log.read_bytes().startswith(b"".join(lines[:5]))
+    assert main([*args, "--truncate-at", "-1"]) == 2
+    assert "non-negative" in capsys.readouterr().err
+
+
+def test_repair_unknown_session(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["repair", "ghost", "--session-dir", str(tmp_path)]) == 1
+    assert "no session 'ghost'" in capsys.readouterr().err

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -16,6 +18,8 @@ from dsh_trio.cli._transcript import (
     read_log,
     render_listing,
     render_transcript,
+    summarize,
+    summarize_tail,
 )
 from dsh_trio.errors import SessionCorruptError, SessionFormatError
 from dsh_trio.testing import ScriptedModel, fail, gate, hang, reply, tool_calls
@@ -196,3 +200,114 @@ def test_listing_layout() -> None:
 
 async def test_list_sessions_of_an_empty_root(tmp_path: Path) -> None:
     assert await list_sessions(dsh.JsonlPersistence(tmp_path / "missing")) == []
+
+
+def _turn(n: int, seq: int, prompt: str, filler: int = 0) -> list[str]:
+    """The lines of one turn: a prompt from the user, a plugin prompt, padding."""
+    user: dict[str, Any] = {
+        "type": "user/message",
+        "seq": seq + 2,
+        "time": 1,
+        "data": {
+            "id": f"u{n}",
+            "role": "user",
+            "content": [{"type": "text", "text": prompt}],
+            "source": {"kind": "user"},
+        },
+        "surfaceOp": "append",
+    }
+    other = dict(user, seq=seq + 3)
+    other["data"] = dict(
+        user["data"], id=f"p{n}", source={"kind": "plugin", "plugin": "x"}
+    )
+    return [
+        json.dumps({"type": "turn/start", "seq": seq, "time": 1, "data": {"turn": n}}),
+        json.dumps(
+            {
+                "type": "step/start",
+                "seq": seq + 1,
+                "time": 1,
+                "data": {"turn": n, "step": 1},
+            }
+        ),
+        json.dumps(user),
+        json.dumps(other),
+        *(
+            json.dumps(
+                {"type": "my/pad", "seq": seq + 4 + k, "time": 1, "data": "x" * 1000}
+            )
+            for k in range(filler)
+        ),
+        json.dumps(
+            {
+                "type": "turn/end",
+                "seq": seq + 4 + filler,
+                "time": 1,
+                "data": {"turn": n, "reason": {"kind": "completed"}},
+            }
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("turns", "filler"), [(0, 0), (1, 0), (3, 0), (40, 2), (2, 40), (2, 300)]
+)
+def test_the_listing_reads_only_the_end_and_agrees_with_a_full_read(
+    tmp_path: Path, turns: int, filler: int
+) -> None:
+    lines: list[str] = []
+    for n in range(1, turns + 1):
+        lines += _turn(n, len(lines), f"prompt {n}", filler)
+    log = _write_log(tmp_path / "log.jsonl", *lines)
+    header = read_log(str(log)).header
+    tail = summarize_tail(str(log), header)
+    full = summarize(read_log(str(log)))
+    if filler * 1000 > 256 * 1024:
+        # The last turn is bigger than the window: the prompt and count are unknown.
+        assert (tail.turns, tail.last_prompt) == (None, None)
+        assert render_listing([tail]).splitlines()[1].split()[3] == "?"
+    else:
+        assert tail == full
+    assert tail.problem is None
+
+
+def test_the_listing_reports_a_torn_last_line(tmp_path: Path) -> None:
+    log = _write_log(tmp_path / "log.jsonl", *_turn(1, 0, "hello"))
+    with log.open("ab") as f:
+        f.write(b'{"type":"turn/st')
+    tail = summarize_tail(str(log), read_log(str(log)).header)
+    assert (tail.turns, tail.last_prompt) == (1, "hello")
+    assert tail.problem == "the last line is incomplete"
+
+
+def test_the_listing_never_reads_whole_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines: list[str] = []
+    for n in range(1, 400):
+        lines += _turn(n, len(lines), f"prompt {n}", 1)
+    log = _write_log(tmp_path / "log.jsonl", *lines)
+    size = log.stat().st_size
+    assert size > 400_000
+    read: list[int] = []
+    real_open = open
+
+    def counting_open(*args: Any, **kwargs: Any) -> Any:
+        f = real_open(*args, **kwargs)
+        real_read = f.read
+
+        def read_counted(n: int = -1) -> bytes:
+            data: bytes = real_read(n)
+            read.append(len(data))
+            return data
+
+        f.read = read_counted
+        return f
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    tail = summarize_tail(
+        str(log), dsh.SessionHeader(id=dsh.SessionId("s1"), created_at=1800144000000)
+    )
+    monkeypatch.undo()
+    assert (tail.turns, tail.last_prompt) == (399, "prompt 399")
+    assert sum(read) <= 16 * 1024 + 1

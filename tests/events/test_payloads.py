@@ -16,7 +16,7 @@ EXPECTED_FIELDS = {
     "AgentCreated": ("agent", "source", "signal"),
     "AgentDisposed": ("agent",),
     "AgentStatusChanged": ("agent", "status"),
-    "AgentErrorEvent": ("agent", "turn", "step", "error"),
+    "AgentErrorEvent": ("agent", "turn", "step", "error", "phase"),
     "InboxInserted": ("agent", "message"),
     "InboxClaimed": ("agent", "message", "turn"),
     "InboxDiscarded": ("agent", "message"),

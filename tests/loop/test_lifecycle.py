@@ -200,3 +200,121 @@ async def test_resume_continues_turn_numbers_and_restores_the_inbox(
                 if e.type == "request/header"
             ]
             assert headers == ["initial", "resume"]
+
+
+# --------------------------------------------------------------------------- input after the drain
+
+
+async def test_input_after_the_drain_is_refused_never_lost(tmp_path: Any) -> None:
+    """During the drain input is parked (and stored); after it, it raises."""
+    outcomes: list[str] = []
+
+    def try_send(agent: dsh.Agent, text: str) -> None:
+        try:
+            agent.send(dsh.user_message(text), "next-turn", False)
+        except dsh.AgentDisposedError as exc:
+            outcomes.append(f"{text}: refused ({exc})")
+        else:
+            outcomes.append(f"{text}: parked")
+
+    async with dsh.open_runtime(persistence=dsh.JsonlPersistence(tmp_path)) as rt:
+        handle = await rt.agents.create("d", options=OPTIONS)
+        agent = handle.agent
+        agent.scope.add_cleanup(lambda: try_send(agent, "from a cleanup"))
+        rt.events.on("agent/disposed", lambda e: try_send(e.agent, "from disposed"))
+        await handle.dispose()
+        with pytest.raises(dsh.AgentDisposedError, match='"d" is disposed'):
+            agent.followup(dsh.user_message("after"))
+        with pytest.raises(dsh.AgentDisposedError):
+            agent.inbox.append("next-step", dsh.user_message("after"))
+    assert outcomes == [
+        "from a cleanup: parked",
+        'from disposed: refused (agent "d" is being disposed and takes no more input)',
+    ]
+    # What was accepted is stored: a resume finds the parked message.
+    async with dsh.open_runtime(persistence=dsh.JsonlPersistence(tmp_path)) as rt:
+        async with rt.agents.open_resumed("d", options=OPTIONS) as resumed:
+            texts = [
+                b.text
+                for m in resumed.inbox.next_turn
+                for b in m.content
+                if isinstance(b, dsh.TextBlock)
+            ]
+            assert texts == ["from a cleanup"]
+
+
+# --------------------------------------------------------------------------- the caller's exception
+
+
+async def test_the_callers_exception_is_not_masked_by_a_failed_disposal() -> None:
+    def failing_cleanup() -> None:
+        raise RuntimeError("cleanup failed")
+
+    with pytest.RaisesGroup(pytest.RaisesGroup(ValueError, RuntimeError)) as info:
+        async with dsh.open_runtime() as rt:
+            handle = await rt.agents.create("x", options=OPTIONS)
+            handle.agent.scope.add_cleanup(failing_cleanup)
+            raise ValueError("the caller's own error")
+    matched: list[str] = []
+    try:
+        raise info.value
+    except* ValueError as caught:
+        matched += [str(e) for e in _leaves(caught)]
+    except* RuntimeError as caught:
+        matched += [str(e) for e in _leaves(caught)]
+    assert matched == ["the caller's own error", "cleanup failed"]
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for e in group.exceptions:
+        out += _leaves(e) if isinstance(e, BaseExceptionGroup) else [e]
+    return out
+
+
+async def test_a_failed_disposal_alone_is_still_raised() -> None:
+    def failing_cleanup() -> None:
+        raise RuntimeError("cleanup failed")
+
+    with pytest.RaisesGroup(RuntimeError, flatten_subgroups=True):
+        async with dsh.open_runtime() as rt:
+            handle = await rt.agents.create("x", options=OPTIONS)
+            handle.agent.scope.add_cleanup(failing_cleanup)
+
+
+# --------------------------------------------------------------------------- strict types
+
+
+@pytest.mark.parametrize("wakeup", ["no", 1, None, 0.0])
+async def test_send_takes_a_bool_wakeup(agent: dsh.Agent, wakeup: object) -> None:
+    with pytest.raises(TypeError, match="wakeup"):
+        agent.send(dsh.user_message("x"), "next-turn", wakeup)  # type: ignore[arg-type]
+    assert agent.inbox.next_turn == ()
+    assert agent.status is dsh.AgentStatus.IDLE
+    assert not any(e.type == "turn/start" for e in agent.session.events)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"provider": 123}, {"model": b"m"}, {"reasoning_effort": 1}],
+    ids=["provider", "model", "reasoning_effort"],
+)
+def test_agent_options_refuse_non_strings(kwargs: dict[str, object]) -> None:
+    (field,) = kwargs
+    with pytest.raises(TypeError, match=f"AgentOptions.{field} must be a str"):
+        dsh.AgentOptions(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "content", [None, 123, [None], (dsh.TextBlock("a"), "b")], ids=repr
+)
+def test_user_message_refuses_what_is_not_content(content: object) -> None:
+    with pytest.raises(TypeError, match="user_message"):
+        dsh.user_message(content)  # type: ignore[arg-type]
+
+
+def test_user_message_refuses_a_bad_source_or_id() -> None:
+    with pytest.raises(TypeError, match="source"):
+        dsh.user_message("x", source="user")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="id"):
+        dsh.user_message("x", id=7)  # type: ignore[arg-type]

@@ -6,15 +6,19 @@ import pytest
 import trio
 import trio.testing
 
+import dsh_trio as dsh
+from dsh_trio.errors import LlmError
 from dsh_trio.events import EventBus, RequestFailed
 from dsh_trio.llm import ModelRegistry, RetryPolicy
 from dsh_trio.nursery import install_retry_listener
+from dsh_trio.testing import ScriptedModel, fail
 from dsh_trio.values import (
     JsonValue,
     LlmFailure,
     RequestErrorAction,
     Retry,
     SessionEvent,
+    TurnEnd,
     TurnStart,
 )
 
@@ -192,17 +196,84 @@ async def test_retry_after_is_honoured(autojump_clock: trio.testing.MockClock) -
     assert fallback.calls == 0
 
 
-async def test_retry_after_above_max_delegates(
+async def test_retry_after_above_max_delegates_then_says_when_to_retry(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     bus, fallback, _ = setup()
     agent = FakeAgent()
-    failure = LlmFailure("later", "RATE_LIMIT", retry_after_ms=60_000)
-    action, waited = await dispatch(bus, failed(agent, failure))
-    assert action is None
-    assert waited == 0
-    assert fallback.calls == 1
+    failure = LlmFailure(
+        "HTTP 429 from u: later", "RATE_LIMIT", status=429, retry_after_ms=60_000
+    )
+    start = trio.current_time()
+    with pytest.raises(LlmError) as info:
+        await dispatch(bus, failed(agent, failure))
+    assert trio.current_time() == start  # no wait at all
+    assert fallback.calls == 1  # later listeners were asked first
     assert agent.session.events == []
+    assert info.value.failure == LlmFailure(
+        "rate limited; the provider asks to retry after 60 s, more than "
+        "max_delay_ms=10000: HTTP 429 from u: later",
+        "RATE_LIMIT",
+        status=429,
+        retry_after_ms=60_000,
+    )
+
+
+async def test_retry_after_above_max_of_another_code_names_no_rate_limit() -> None:
+    bus, _, _ = setup()
+    failure = LlmFailure("overloaded", "SERVER", status=503, retry_after_ms=90_500)
+    policy = RetryPolicy(max_delay_ms=2_000)
+    with pytest.raises(LlmError) as info:
+        await dispatch(bus, failed(FakeAgent(), failure, policy=policy))
+    assert info.value.failure.code == "SERVER"
+    assert info.value.failure.message == (
+        "request failed; the provider asks to retry after 90.5 s, more than "
+        "max_delay_ms=2000: overloaded"
+    )
+
+
+async def test_retry_after_above_max_lets_a_later_listener_retry() -> None:
+    bus, _, _ = setup()
+
+    async def own(
+        _p: RequestFailed, _next: Callable[[], Awaitable[RequestErrorAction]]
+    ) -> RequestErrorAction:
+        return Retry()
+
+    bus.on("agent/request-error", own)
+    failure = LlmFailure("later", "RATE_LIMIT", retry_after_ms=60_000)
+    action, _ = await dispatch(bus, failed(FakeAgent(), failure))
+    assert action == Retry()
+
+
+async def test_retry_after_above_max_ends_the_turn_with_a_clear_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        fail("RATE_LIMIT", "slow down", status=429, retry_after_ms=60_000)
+    )
+    async with dsh.open_runtime(models={"p": model}) as runtime:
+        async with runtime.agents.open(
+            options=dsh.AgentOptions(provider="p", model="m")
+        ) as agent:
+            agent.followup(dsh.user_message("hi"))
+            await agent.when_idle()
+            ends = [e.data for e in agent.session.events if isinstance(e.data, TurnEnd)]
+    assert len(model.requests) == 1  # not retried
+    assert ends == [
+        TurnEnd(
+            1,
+            dsh.Errored(
+                LlmFailure(
+                    "rate limited; the provider asks to retry after 60 s, more than "
+                    "max_delay_ms=10000: slow down",
+                    "RATE_LIMIT",
+                    status=429,
+                    retry_after_ms=60_000,
+                )
+            ),
+        )
+    ]
 
 
 @pytest.mark.parametrize("code", ["AUTH", "INVALID_REQUEST", "CONTEXT_WINDOW_EXCEEDED"])

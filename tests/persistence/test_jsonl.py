@@ -122,12 +122,16 @@ async def test_nothing_is_stored_until_the_first_append(
     persistence: JsonlPersistence, root: Path
 ) -> None:
     writer = await persistence.create(header("lazy"))
-    assert not await trio.Path(root).exists()
+    # Only the claim is on disk: the session's directory and its lock file.
+    session_dir = Path(writer.path).parent
+    assert sorted(p.name for p in session_dir.iterdir()) == ["session.lock"]
     assert writer.durable_seq == 0
     await writer.append([], sync=True)
-    assert not await trio.Path(root).exists()
+    assert not await trio.Path(writer.path).exists()
+    assert not await persistence.exists("lazy")
+    assert await persistence.list() == []
     await writer.close()
-    assert not await trio.Path(root).exists()
+    assert not session_dir.exists()  # the claim leaves nothing behind
     assert not await persistence.exists("lazy")
     # The claim was released: the id can be created again.
     writer = await persistence.create(header("lazy"))
@@ -308,7 +312,7 @@ async def test_a_torn_tail_is_cut_off_on_open(
     ],
     ids=["garbage", "empty", "null", "not-utf8", "seq-gap", "bad-data"],
 )
-async def test_damage_without_a_later_turn_end_is_a_discardable_tail(
+async def test_damage_followed_by_valid_lines_is_refused_even_without_a_turn_end(
     persistence: JsonlPersistence, root: Path, damage: bytes
 ) -> None:
     events = turn_events(0, 1)[:2]
@@ -316,9 +320,12 @@ async def test_damage_without_a_later_turn_end_is_a_discardable_tail(
     path = write_raw(
         root, "s1", [HEADER_LINE, *lines_of(events), damage, *lines_of(later)]
     )
-    prefix = b"".join(path.read_bytes().split(b"\n")[i] + b"\n" for i in range(3))
-    assert await reopen(persistence, "s1") == events
-    assert path.read_bytes() == prefix
+    before = path.read_bytes()
+    # Cutting the damage would lose the valid lines after it: not a crash's tail.
+    with pytest.raises(SessionCorruptError, match="line 4") as info:
+        await persistence.open("s1")
+    assert (info.value.seq, info.value.line) == (2, 4)
+    assert path.read_bytes() == before
 
 
 @pytest.mark.parametrize(
@@ -644,6 +651,98 @@ async def test_one_writer_at_a_time_across_processes(
     finally:
         os.close(fd)
     assert await reopen(persistence, "s1") == turn_events(0, 1)
+
+
+def open_files_under(root: str) -> list[str]:
+    if sys.platform != "linux":
+        return []
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(root):
+            found.append(target)
+    return found
+
+
+def lease_file(root: Path, id: str) -> Path:
+    return root / "_no-cwd" / encode_session_id(id) / "session.lock"
+
+
+async def test_a_writer_holds_no_open_file_between_appends(
+    persistence: JsonlPersistence,
+) -> None:
+    writer = await persistence.create(header())
+    try:
+        await writer.append(turn_events(0, 1), sync=True)
+        assert open_files_under(persistence.root) == []
+    finally:
+        await writer.close()
+
+
+async def test_an_append_refuses_a_log_another_writer_changed(
+    persistence: JsonlPersistence,
+) -> None:
+    path = await store(persistence, header(), turn_events(0, 1))
+    writer, _ = await persistence.open("s1")
+    try:
+        with path.open("ab") as f:  # a writer that ignored the lease
+            f.write(b'{"foreign":true}\n')
+        changed = path.read_bytes()
+        with pytest.raises(SessionLockedError, match="changed by another writer"):
+            await writer.append(turn_events(5, 2), sync=True)
+        assert path.read_bytes() == changed  # left as the other writer made it
+        path.unlink()
+        path.write_bytes(changed)  # another file (its inode may be reused)
+        with pytest.raises(SessionLockedError, match="changed by another writer"):
+            await writer.append(turn_events(5, 2), sync=True)
+    finally:
+        await writer.close()
+
+
+@pytest.mark.parametrize(
+    "lease",
+    [
+        b"",  # released
+        b"garbage that is not a lease",
+        b'{"pid": 999999999, "host": "%HOST%"}',  # a process that is gone
+        b'{"pid": %PID%, "host": "%HOST%", "token": "not live"}',  # ours, left over
+    ],
+    ids=["released", "garbage", "dead process", "stale in this process"],
+)
+async def test_a_stale_lease_is_taken_over(
+    persistence: JsonlPersistence, root: Path, lease: bytes
+) -> None:
+    import socket
+
+    await store(persistence, header(), turn_events(0, 1))
+    lease = lease.replace(b"%HOST%", socket.gethostname().encode())
+    lease_file(root, "s1").write_bytes(
+        lease.replace(b"%PID%", str(os.getpid()).encode())
+    )
+    assert await reopen(persistence, "s1") == turn_events(0, 1)
+
+
+async def test_a_lease_held_on_another_host_is_respected(
+    persistence: JsonlPersistence, root: Path
+) -> None:
+    await store(persistence, header(), turn_events(0, 1))
+    lease_file(root, "s1").write_bytes(b'{"pid": 1, "host": "elsewhere", "token": "t"}')
+    with pytest.raises(SessionLockedError, match="host 'elsewhere'"):
+        await persistence.open("s1")
+
+
+async def test_closing_releases_the_lease_in_place(
+    persistence: JsonlPersistence, root: Path
+) -> None:
+    await store(persistence, header(), turn_events(0, 1))
+    writer, _ = await persistence.open("s1")
+    held = json.loads(lease_file(root, "s1").read_bytes())
+    assert held["pid"] == os.getpid()
+    await writer.close()
+    assert lease_file(root, "s1").read_bytes().strip() == b""
 
 
 # --------------------------------------------------------------------------- listing

@@ -171,7 +171,7 @@ async def test_a_balanced_log_loads_unchanged(persistence: JsonlPersistence) -> 
     assert path.read_bytes() == before
 
 
-async def test_garbage_before_a_later_turn_end_is_corrupt(
+async def test_garbage_before_later_valid_lines_is_corrupt(
     persistence: JsonlPersistence,
 ) -> None:
     s = open_turn_session(record_calls=False)
@@ -183,10 +183,16 @@ async def test_garbage_before_a_later_turn_end_is_corrupt(
     path.write_bytes(b"\n".join(lines))
     with pytest.raises(SessionCorruptError, match="seq 2") as info:
         await load_session(persistence, "crashed")
-    assert info.value.seq == 2
+    assert (info.value.seq, info.value.line) == (2, 4)
     assert path.read_bytes() == b"\n".join(lines)
-    # Without the later turn/end the damage is a discardable tail.
+    # Without the later turn/end the valid lines after the damage still forbid a
+    # cut: they may hold a tool call that already ran.
     path.write_bytes(b"\n".join(lines[:-3]) + b"\n")
+    with pytest.raises(SessionCorruptError, match="seq 2") as info:
+        await load_session(persistence, "crashed")
+    assert path.read_bytes() == b"\n".join(lines[:-3]) + b"\n"
+    # Damage with nothing parseable after it is a crash's tail: cut, and kept.
+    path.write_bytes(b"\n".join(lines[:4]) + b"\n")
     session, writer = await load_session(persistence, "crashed")
     await writer.close()
     assert [ev.type for ev in session.events] == [
@@ -196,6 +202,8 @@ async def test_garbage_before_a_later_turn_end_is_corrupt(
         "turn/end",
     ]
     assert session.events[3].data == TurnEnd(1, Interrupted())
+    (side,) = path.parent.glob("session.v3.jsonl.damaged-*")
+    assert side.read_bytes() == lines[3] + b"\n"
 
 
 async def test_a_foreign_version_leaves_the_log_unchanged(

@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from dsh_trio.errors import PersistenceSeqError, SessionLockedError
+from dsh_trio.errors import PersistenceError, PersistenceSeqError, SessionLockedError
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.persistence._persistence import Durability
 from dsh_trio.persistence._recorder import SessionRecorder, persist_new_session
@@ -100,11 +100,25 @@ def close_turn(s: Session, turn: int) -> None:
 
 
 def recorder_for(
-    s: Session, nursery: trio.Nursery, durability: Durability = "turn", **kw: Any
+    s: Session,
+    nursery: trio.Nursery,
+    durability: Durability = "turn",
+    *,
+    on_fault: Any = None,
+    on_recover: Any = None,
+    **kw: Any,
 ) -> tuple[SessionRecorder, FakeWriter, Spawner]:
     writer = FakeWriter(header=s.header, **kw)
     spawn = Spawner(nursery)
-    return SessionRecorder(s, writer, durability=durability, spawn=spawn), writer, spawn
+    hooks = {"on_fault": on_fault, "on_recover": on_recover}
+    rec = SessionRecorder(
+        s,
+        writer,
+        durability=durability,
+        spawn=spawn,
+        **{k: v for k, v in hooks.items() if v is not None},
+    )
+    return rec, writer, spawn
 
 
 async def test_events_are_written_in_batches_by_one_task() -> None:
@@ -306,3 +320,86 @@ async def test_recording_through_jsonl_end_to_end(tmp_path: Path) -> None:
     reader, events = await JsonlPersistence(tmp_path).open("rec")
     await reader.close()
     assert events == list(s.events)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+async def test_a_fault_is_reported_once_at_the_failed_write_and_ends_at_a_success(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    faults: list[PersistenceError] = []
+    recoveries: list[int] = []
+    async with trio.open_nursery() as nursery:
+        s = new_session()
+        rec, writer, _ = recorder_for(
+            s,
+            nursery,
+            fail_next=3,
+            on_fault=faults.append,
+            on_recover=lambda: recoveries.append(1),
+        )
+        open_turn(s, 1)
+        await trio.testing.wait_all_tasks_blocked()
+        # Reported by the background write itself: no flush was needed.
+        assert len(faults) == 1 and rec.fault is faults[0]
+        fault = faults[0]
+        assert fault.session_id == "rec"
+        assert isinstance(fault.__cause__, OSError) and fault.errno == 28
+        assert str(fault).startswith('session "rec": writing events 0-2 to its log')
+        assert [r.levelname for r in caplog.records] == ["ERROR"]
+        assert "No space left" in caplog.records[0].getMessage()
+        # Retries while the fault lasts raise, but do not report it again.
+        s.append("plugin/note", {"n": 1})  # the next append retries in the background
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(PersistenceError, match="No space"):
+            await rec.wait_written()
+        assert len(faults) == 1 and recoveries == []
+        assert rec.pending_count == 4
+        # A write that succeeds ends the fault.
+        await rec.wait_written()
+        assert rec.fault is None and recoveries == [1]
+        assert [r.levelname for r in caplog.records] == ["ERROR", "WARNING"]
+        await rec.aclose()
+    assert writer.written == list(s.events)
+
+
+async def test_wait_written_writes_after_a_write_in_flight_with_the_policy() -> None:
+    async with trio.open_nursery() as nursery:
+        s = new_session()
+        rec, writer, _ = recorder_for(s, nursery, gate=trio.Event())
+        open_turn(s, 1)
+        await trio.testing.wait_all_tasks_blocked()  # the task waits inside append
+        s.append("step/end", StepEnd(1, 1))
+        done = trio.Event()
+
+        async def barrier() -> None:
+            await rec.wait_written()
+            done.set()
+
+        nursery.start_soon(barrier)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not done.is_set()  # it waits for the write in flight
+        assert writer.gate is not None
+        writer.gate.set()
+        await done.wait()
+        # Everything before the call is written; no fsync (no turn/end in it).
+        assert writer.calls == [([0, 1, 2], False), ([3], False)]
+        assert rec.pending_count == 0
+        await rec.aclose()
+
+
+async def test_flush_after_aclose() -> None:
+    async with trio.open_nursery() as nursery:
+        s = new_session()
+        rec, _, _ = recorder_for(s, nursery)
+        open_turn(s, 1)
+        await rec.aclose()
+        await rec.flush()  # everything was written: nothing to report
+        s2 = new_session()
+        rec2, _, _ = recorder_for(s2, nursery, fail_next=10)
+        open_turn(s2, 1)
+        with pytest.raises(PersistenceError):
+            await rec2.aclose()
+        with pytest.raises(PersistenceError, match="closed with 3 events not written"):
+            await rec2.flush()

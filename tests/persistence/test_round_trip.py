@@ -10,6 +10,7 @@ from typing import Any
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from dsh_trio.persistence import _jsonl_load
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.values import (
     MAX_SAFE_INTEGER,
@@ -384,5 +385,39 @@ def test_every_event_type_round_trips(
         assert len(lines) == len(events) + 2
         for line in lines[:-1]:
             json.loads(line)
+
+    trio.run(main)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    drafts=st.lists(event_drafts(), min_size=1, max_size=8), block=st.integers(1, 64)
+)
+def test_the_streamed_read_does_not_depend_on_the_block_size(
+    tmp_path: Path, drafts: list[Any], block: int
+) -> None:
+    """Lines spanning read blocks (and multi-byte characters split by them) load the same."""
+    events = build(drafts)
+    session_id = f"blocks-{next(_ids)}"
+
+    async def main() -> None:
+        persistence = JsonlPersistence(tmp_path)
+        writer = await persistence.create(
+            SessionHeader(id=SessionId(session_id), created_at=1, cwd="/w")
+        )
+        await writer.append(events, sync=True)
+        await writer.close()
+        old = _jsonl_load._BLOCK
+        setattr(_jsonl_load, "_BLOCK", block)  # noqa: B010  # a Final, for this test only
+        try:
+            reader, got = await JsonlPersistence(tmp_path).open(session_id)
+            await reader.close()
+        finally:
+            setattr(_jsonl_load, "_BLOCK", old)  # noqa: B010
+        assert got == events
 
     trio.run(main)

@@ -246,6 +246,27 @@ class PersistenceMachine(RuleBasedStateMachine):
 
         self.loop.run_sync(send_now)
 
+    @rule(message=st.sampled_from(("f0", "f1", "f2")))
+    def followup_then_answer(self, message: str) -> None:
+        """Queue a follow-up while a turn runs, then answer the held request.
+
+        The turn ends and the follow-up's turn starts in the same tick, so the
+        ``turn/end`` is inside a batch, not at its end; the durability check runs
+        right after.
+        """
+        life = self.life
+        if life is None or life.agent.status is not dsh.AgentStatus.RUNNING:
+            return
+
+        def send_now() -> None:
+            with contextlib.suppress(dsh.DuplicateMessageError):
+                life.agent.followup(dsh.user_message("later", id=message))
+
+        self.loop.run_sync(send_now)
+        if self.desk.unanswered:
+            self.loop.run_sync(lambda: self.desk.answer(reply("ok")))
+        self.live_log_is_well_formed()
+
     @rule(op=answers("reply", "tool-calls", "max-tokens", "fail", "hang", "gate"))
     def answer_model(self, op: Answer) -> None:
         if self.life is None or not self.desk.unanswered:

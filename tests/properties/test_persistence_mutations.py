@@ -6,6 +6,7 @@ reports it with the invariant's own message and a shrunk program.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -24,15 +25,18 @@ def test_a_loader_that_drops_a_flushed_event_is_reported(
 ) -> None:
     original = _jsonl_load.scan_log
 
-    def scan(data: bytes, path: str, session_id: str | None) -> Any:
-        scan = original(data, path, session_id)
+    def scan(fd: int, path: str, session_id: str | None) -> Any:
+        scan = original(fd, path, session_id)
         if scan.events:  # forget the last intact event
+            data = os.pread(fd, scan.good_end, 0)
             last = data.rfind(b"\n", 0, scan.good_end - 1) + 1
+            seq = len(scan.events) - 1
             return type(scan)(
                 header=scan.header,
                 events=scan.events[:-1],
                 good_end=last,
                 size=scan.size,
+                tail=_jsonl_load.Tail(last, seq, seq + 2, "dropped by the mutation"),
             )
         return scan
 

@@ -714,7 +714,61 @@ async def test_a_base_exception_from_a_body_is_a_scheduler_failure(
 
     with pytest.raises(Fatal):
         await drive(registry_of(fatal), agent, [call("a", "fatal"), call("b", "fatal")])
-    assert describe(agent) == ["call a"]  # no synthetic result, nothing more started
+    # Nothing more starts, but every call is answered before the failure propagates.
+    assert describe(agent) == [
+        "call a",
+        "result a TOOL_ERROR",
+        "call b",
+        "result b ABORTED_BEFORE_DISPATCH",
+    ]
+    got = results(agent)
+    assert got["a"].error == ToolErrorInfo("Fatal", "TOOL_ERROR")
+    assert text_of(got["a"].message.content[0].content) == (
+        "Error: tool 'fatal' was stopped by Fatal; the turn ended"
+    )
+
+
+async def test_a_base_exception_in_a_parallel_group_answers_every_call(
+    agent: FakeAgent,
+) -> None:
+    class Fatal(BaseException):
+        pass
+
+    gates = Gates()
+
+    @tool(parallel_safe=True)
+    async def fatal(ctx: ToolContext) -> str:
+        await gates.hold(ctx.call_id)
+        raise Fatal("stop")
+
+    @tool(parallel_safe=True)
+    async def quick(ctx: ToolContext) -> str:
+        return "quick"
+
+    registry = registry_of(gated(gates), fatal, quick, cap=2)
+    calls = [
+        call("a", "gated"),
+        call("b", "quick"),
+        call("c", "fatal"),
+        call("d", "quick"),
+    ]
+    with pytest.RaisesGroup(Fatal):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drive, registry, agent, calls)
+            await trio.testing.wait_all_tasks_blocked()
+            gates["c"].set()
+    # a was cancelled by the failure, b had finished and keeps its result, c is the
+    # failure, d never started.
+    assert describe(agent) == [
+        "call a",
+        "call b",
+        "call c",
+        "result a ABORTED",
+        "result b ok",
+        "result c TOOL_ERROR",
+        "call d",
+        "result d ABORTED_BEFORE_DISPATCH",
+    ]
 
 
 # --------------------------------------------------------------------------- registry

@@ -3,7 +3,9 @@
 Lines typed while the agent is idle start a turn (``followup``); lines typed while a
 turn runs steer it (``steer``). Replies stream live from ``agent/assistant-stream``
 frames. Ctrl-C cancels a running turn with :class:`UserCancel` and keeps the
-session; Ctrl-C when idle, Ctrl-D (end of input) or ``/exit`` end the chat.
+session; Ctrl-C when idle, Ctrl-D (end of input) or ``/exit`` end the chat. SIGTERM
+and SIGHUP end it too: the running turn is cancelled with :class:`UserCancel` (its
+partial reply is kept), the session is flushed and the resume hint printed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import trio
 
 from ..errors import (
     InvalidSessionIdError,
+    PersistenceError,
     SessionCorruptError,
     SessionFormatError,
     SessionLockedError,
@@ -53,11 +56,23 @@ from ._config import ModelChoice
 from ._terminal import Console, LineReader, LineSource
 from ._transcript import describe_reason
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "ChatApp", "run_chat", "watch_interrupts"]
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "TERMINATING_SIGNALS",
+    "ChatApp",
+    "run_chat",
+    "watch_interrupts",
+]
 
 #: The persona the chat gives a model unless ``--system`` says otherwise.
 DEFAULT_SYSTEM_PROMPT: Final = (
     "You are a helpful assistant in a terminal chat. Answer clearly and concisely."
+)
+
+#: The signals that end the chat at once, cancelling a running turn (SIGHUP: the
+#: terminal went away). Not every platform has SIGHUP.
+TERMINATING_SIGNALS: Final = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
 
 _HELP: Final = """\
@@ -82,7 +97,8 @@ class ChatApp:
 
     Assistant text (and command output) goes to ``out``; notices (turn outcomes,
     retries, errors) go to ``err``. Call :meth:`install` once, then await :meth:`run`
-    with a line source; :meth:`interrupt` is what Ctrl-C does.
+    with a line source; :meth:`interrupt` is what Ctrl-C does, :meth:`terminate` what
+    SIGTERM and SIGHUP do (:meth:`handle_signal` dispatches a signal number).
 
     Args:
         agent: the agent to chat with.
@@ -105,6 +121,7 @@ class ChatApp:
     _console: Console = attrs.field(init=False, repr=False)
     _exit_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _exit_requested: bool = attrs.field(default=False, init=False)
+    _terminated_by: str | None = attrs.field(default=None, init=False)
     _closing: bool = attrs.field(default=False, init=False)
     _last_reason: TurnEndReason | None = attrs.field(default=None, init=False)
     _attempt: tuple[str, int] | None = attrs.field(default=None, init=False)
@@ -121,8 +138,13 @@ class ChatApp:
 
     @property
     def exit_requested(self) -> bool:
-        """Whether ``/exit`` or an idle Ctrl-C asked the chat to end."""
+        """Whether ``/exit``, an idle Ctrl-C or SIGTERM / SIGHUP asked the chat to end."""
         return self._exit_requested
+
+    @property
+    def terminated_by(self) -> str | None:
+        """The name of the signal that ended the chat (``"SIGTERM"``), if one did."""
+        return self._terminated_by
 
     @property
     def last_reason(self) -> TurnEndReason | None:
@@ -155,13 +177,22 @@ class ChatApp:
         if stripped.startswith("//"):
             text = text.lstrip()[1:]
         message = user_message(text)
-        if self._agent.status is AgentStatus.RUNNING:
-            self._agent.steer(message)
+        try:
+            if self._agent.status is AgentStatus.RUNNING:
+                self._agent.steer(message)
+                self._console.notice(
+                    "[steering: the line joins the running turn at its next step]"
+                )
+            else:
+                self._agent.followup(message)
+        except PersistenceError as exc:
+            # The log is not being written: refuse the line (it is not lost silently,
+            # it was never accepted) and say why; the chat goes on, so the user can
+            # free space and retry, or quit.
             self._console.notice(
-                "[steering: the line joins the running turn at its next step]"
+                f"[not sent: the session log cannot be written: {exc}]"
             )
-        else:
-            self._agent.followup(message)
+            self._prompt_if_idle()
         return True
 
     def interrupt(self) -> bool:
@@ -176,6 +207,33 @@ class ChatApp:
             return True
         self.request_exit()
         return False
+
+    def terminate(self, why: str) -> None:
+        """What SIGTERM and SIGHUP do: cancel the running turn and end the chat.
+
+        A running turn is cancelled with ``UserCancel()`` (it ends ``Aborted``; its
+        partial reply is kept in the session); input is no longer read, and
+        :meth:`run` returns once the agent is idle. ``why`` (the signal's name) is
+        noted on ``err``. Idempotent; never blocks.
+        """
+        if self._terminated_by is not None:
+            return
+        self._terminated_by = why
+        running = self._agent.status is AgentStatus.RUNNING
+        if running:
+            self._agent.cancel(UserCancel())
+        self.request_exit()
+        doing = "cancelling the reply and ending" if running else "ending"
+        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+            self._console.notice(f"[{why}: {doing} the chat]")
+
+    def handle_signal(self, signum: int) -> None:
+        """Act on signal ``signum``: SIGINT as :meth:`interrupt`, SIGTERM and SIGHUP
+        as :meth:`terminate`; others are ignored. Never blocks."""
+        if signum == signal.SIGINT:
+            self.interrupt()
+        elif signum in TERMINATING_SIGNALS:
+            self.terminate(signal.Signals(signum).name)
 
     def request_exit(self) -> None:
         """Stop reading input: :meth:`run` returns once the agent is idle. Never blocks."""
@@ -309,15 +367,16 @@ class ChatApp:
 async def watch_interrupts(  # noqa: ASYNC114  # started with nursery.start only here
     app: ChatApp, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    """Turn SIGINT (Ctrl-C) into :meth:`ChatApp.interrupt` calls until cancelled.
+    """Hand SIGINT (Ctrl-C), SIGTERM and SIGHUP to :meth:`ChatApp.handle_signal`.
 
-    Must run in the main thread (signal handlers live there). While it runs, Ctrl-C
-    raises no ``KeyboardInterrupt``.
+    Runs until cancelled. Must run in the main thread (signal handlers live there).
+    While it runs, Ctrl-C raises no ``KeyboardInterrupt`` and SIGTERM / SIGHUP do not
+    kill the process: the chat ends the way :meth:`ChatApp.terminate` says.
     """
-    with trio.open_signal_receiver(signal.SIGINT) as received:
+    with trio.open_signal_receiver(signal.SIGINT, *TERMINATING_SIGNALS) as received:
         task_status.started()
-        async for _ in received:
-            app.interrupt()
+        async for signum in received:
+            app.handle_signal(signum)
 
 
 async def run_chat(
@@ -339,8 +398,10 @@ async def run_chat(
     Opens a runtime with ``choice`` and a :class:`JsonlPersistence` under
     ``session_dir``, creates (or resumes) the agent, and runs a :class:`ChatApp` on
     it. The session id is printed to ``stderr`` at the start and at the end (with the
-    command that resumes it). Blocks until the chat ends; the session is durable when
-    this returns.
+    command that resumes it). Blocks until the chat ends; the session is flushed
+    before the resume hint is printed and durable when this returns. With
+    ``handle_signals`` (main thread only), Ctrl-C cancels a running reply, and SIGTERM
+    or SIGHUP cancel it and end the chat cleanly (see :meth:`ChatApp.terminate`).
 
     Returns:
         ``0``; ``1`` when the session cannot be resumed or the last turn failed.
@@ -372,21 +433,25 @@ async def run_chat(
             interactive=interactive,
             sequential=sequential,
         )
-        async with handle:
-            app.install()
-            _greet(
-                agent,
-                choice.label,
-                resumed=bool(resume),
-                interactive=interactive,
-                stderr=stderr,
-            )
-            async with trio.open_nursery() as nursery:
-                if handle_signals:
-                    await nursery.start(watch_interrupts, app)
+        # The signals stay handled until the hint is printed: a second SIGTERM
+        # while the session is flushed or closed must not kill the process.
+        async with trio.open_nursery() as nursery:
+            if handle_signals:
+                await nursery.start(watch_interrupts, app)
+            async with handle:
+                app.install()
+                _greet(
+                    agent,
+                    choice.label,
+                    resumed=bool(resume),
+                    interactive=interactive,
+                    stderr=stderr,
+                )
                 await app.run(LineReader(stdin))
-                nursery.cancel_scope.cancel()
-        _farewell(agent, log_path, resume_hint, stderr)
+                # Durable before the hint says so; a failed write raises here.
+                await agent.flush()
+            _farewell(agent, log_path, resume_hint, stderr)
+            nursery.cancel_scope.cancel()
         return 1 if isinstance(app.last_reason, Errored) else 0
     raise AssertionError(
         "unreachable"
@@ -431,13 +496,14 @@ def _greet(
 
 def _farewell(agent: Agent, log_path: str, resume_hint: str, stderr: TextIO) -> None:
     if agent.session.next_seq == 0:
-        print(f"session {agent.id} is empty; nothing was saved", file=stderr)
+        text = f"session {agent.id} is empty; nothing was saved"
     else:
-        print(f"session {agent.id} saved in {log_path}", file=stderr)
-        print(
-            f"resume with: dsh-trio chat --resume {agent.id}{resume_hint}",
-            file=stderr,
+        text = (
+            f"session {agent.id} saved in {log_path}\n"
+            f"resume with: dsh-trio chat --resume {agent.id}{resume_hint}"
         )
+    with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+        print(text, file=stderr, flush=True)
 
 
 def _cwd() -> str | None:

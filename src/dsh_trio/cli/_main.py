@@ -1,4 +1,4 @@
-"""The ``dsh-trio`` command: ``chat``, ``sessions`` and ``show``."""
+"""The ``dsh-trio`` command: ``chat``, ``sessions``, ``show`` and ``repair``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Final
 import trio
 
 from .. import __version__
-from ..errors import DshError
-from ..persistence import JsonlPersistence
+from ..errors import DshError, SessionCorruptError, SessionNotFoundError
+from ..persistence import JsonlPersistence, restore_session, truncate_log
 from ._chat import DEFAULT_SYSTEM_PROMPT, run_chat
 from ._config import (
     DEFAULT_SESSION_DIR,
@@ -49,7 +49,8 @@ examples:
   dsh-trio chat --base-url http://localhost:11434/v1 --model llama3.2
   dsh-trio sessions
   dsh-trio show SESSION_ID
-  dsh-trio chat --resume SESSION_ID"""
+  dsh-trio chat --resume SESSION_ID
+  dsh-trio repair SESSION_ID --truncate-at 120      # a log that resume refuses"""
 
 _CHAT_DESCRIPTION: Final = f"""\
 Chat with an agent in the terminal. Each line you type is a message: while the agent
@@ -65,6 +66,19 @@ OpenAI-compatible server (DeepSeek, OpenAI, vLLM, llama.cpp, Ollama).
 
 Piped input (not a terminal) is read line by line, each line a turn that finishes
 before the next is read; the replies go to stdout, everything else to stderr."""
+
+
+_REPAIR_DESCRIPTION: Final = """\
+Load a saved session the way --resume does and say what was repaired. A torn tail
+that a crash left at the end of the log is cut off, and every cut byte is kept in a
+side file beside the log (session.v3.jsonl.damaged-<time>); a turn the crash left
+open is closed as interrupted. A log damaged anywhere else is refused and left
+unchanged: the error names the damaged line and its seq, because cutting there
+could lose events written after it (a tool call that already ran).
+
+--truncate-at SEQ is your decision to cut such a log: every line from event SEQ to
+the end of the file moves into a side file beside the log (nothing is deleted), and
+then the log is loaded. Run `dsh-trio show ID` to read the log first."""
 
 
 def _add_session_dir(parser: argparse.ArgumentParser) -> None:
@@ -140,7 +154,36 @@ def build_parser() -> argparse.ArgumentParser:
         "id", metavar="ID", help="the session id (see: dsh-trio sessions)"
     )
     _add_session_dir(show)
+
+    repair = commands.add_parser(
+        "repair",
+        help="load a damaged session, or cut its log at a seq you choose (cut lines are kept)",
+        description=_REPAIR_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    repair.add_argument(
+        "id", metavar="ID", help="the session id (see: dsh-trio sessions)"
+    )
+    repair.add_argument(
+        "--truncate-at",
+        metavar="SEQ",
+        type=_seq,
+        help="move event SEQ and everything after it into a side file, then load",
+    )
+    _add_session_dir(repair)
     return parser
+
+
+def _seq(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"SEQ must be a non-negative integer, got {text!r}"
+        )
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -172,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "chat": _chat,
         "sessions": _sessions,
         "show": _show,
+        "repair": _repair,
     }
     try:
         return commands[args.command](args)
@@ -274,4 +318,63 @@ def _show(args: argparse.Namespace) -> int:
         )
         return 1
     print(text)
+    return 0
+
+
+def _repair(args: argparse.Namespace) -> int:
+    session_dir = resolve_session_dir(args.session_dir, os.environ)
+    session_id: str = args.id
+    seq: int | None = args.truncate_at
+    hint = f" --session-dir {shlex.quote(args.session_dir)}" if args.session_dir else ""
+
+    async def repair() -> list[str]:
+        persistence = JsonlPersistence(session_dir)
+        report: list[str] = []
+        if seq is not None:
+            cut = await truncate_log(persistence, session_id, seq)
+            if cut is None:
+                report.append(f"the log has no event {seq}: nothing was cut")
+            else:
+                report.append(
+                    f"moved {cut.size} bytes (line {cut.line} to the end, events from "
+                    f"seq {seq} on) into {cut.path}"
+                )
+        restored = await restore_session(persistence, session_id)
+        await restored.writer.close()
+        if restored.salvaged is not None:
+            report.append(restored.salvaged.describe())
+        if restored.closers:
+            report.append(
+                f"closed turn {restored.session.last_turn}, which a stop left open, "
+                f"as interrupted ({len(restored.closers)} events written)"
+            )
+        report.append(
+            f"session {session_id} loads: {restored.session.next_seq} events; "
+            f"continue it with: dsh-trio chat --resume {shlex.quote(session_id)}{hint}"
+        )
+        return report
+
+    try:
+        lines = trio.run(repair)
+    except SessionNotFoundError:
+        print(
+            f"dsh-trio repair: no session {session_id!r} in {session_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    except SessionCorruptError as exc:
+        print(
+            f"dsh-trio repair: session {session_id!r} is refused: {_one_line(exc)}",
+            file=sys.stderr,
+        )
+        if exc.seq is not None:
+            print(
+                f"to cut the log from seq {exc.seq} on (the cut lines are kept in a side "
+                f"file beside it), run: dsh-trio repair {shlex.quote(session_id)} "
+                f"--truncate-at {exc.seq}{hint}",
+                file=sys.stderr,
+            )
+        return 1
+    for line in lines:
+        print(line)
     return 0

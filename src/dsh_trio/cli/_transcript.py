@@ -3,13 +3,16 @@
 Viewing never writes: the log is read directly (no write claim, no lock, no repair),
 so a session can be shown while a chat is still writing it, and a torn or damaged
 tail is reported instead of being cut off. Lines are decoded with the session
-converter, the same one the persistence backend uses.
+converter, the same one the persistence backend uses. The list reads each log's
+header and a small window at its end (the last turn and prompt), never whole files;
+the transcript streams the log line by line.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -17,7 +20,7 @@ import attrs
 import trio
 
 from ..errors import DshError, SessionCorruptError, SessionFormatError
-from ..persistence import JsonlPersistence
+from ..persistence import JsonlPersistence, damaged_files
 from ..values import (
     FORMAT_VERSION,
     Aborted,
@@ -67,6 +70,7 @@ __all__ = [
     "render_listing",
     "render_transcript",
     "summarize",
+    "summarize_tail",
 ]
 
 _SNIPPET: Final = 60
@@ -78,22 +82,28 @@ class StoredLog:
     """A session log as read from disk: its header, the intact events, and damage.
 
     ``damage`` describes the first line that could not be read (a torn last line or
-    a malformed event); ``events`` holds everything before it.
+    a malformed event); ``events`` holds everything before it. ``salvaged`` lists
+    the side files beside the log holding bytes a load cut off it, with their sizes.
     """
 
     path: str
     header: SessionHeader
     events: tuple[SessionEvent, ...]
     damage: str | None = None
+    salvaged: tuple[tuple[str, int], ...] = ()
 
 
 @attrs.frozen(kw_only=True)
 class SessionSummary:
-    """One row of ``dsh-trio sessions``."""
+    """One row of ``dsh-trio sessions``.
+
+    ``turns`` is the number of the last turn started, ``None`` when the window read
+    at the end of the log holds no ``turn/start``.
+    """
 
     id: str
     created_at: int
-    turns: int
+    turns: int | None
     last_prompt: str | None
     path: str
     problem: str | None = None
@@ -108,24 +118,46 @@ def _parse(line: bytes) -> object:
 
 
 def read_log(path: str) -> StoredLog:
-    """Read the log at ``path`` without changing it (blocking file I/O).
+    """Read the log at ``path`` without changing it (blocking file I/O, streamed).
 
     Every complete, valid event line up to the first damaged one is kept; the rest
-    is described in :attr:`StoredLog.damage`.
+    is described in :attr:`StoredLog.damage`. Side files of bytes a load cut off
+    the log are listed in :attr:`StoredLog.salvaged`.
 
     Raises:
         OSError: the file cannot be read.
         SessionFormatError: the header names another format version.
         SessionCorruptError: the header line is missing or malformed.
     """
+    events: list[SessionEvent] = []
+    damage: str | None = None
     with open(path, "rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
-    torn = lines.pop()  # after the last newline: empty unless the tail is torn
-    if not lines:
-        raise SessionCorruptError(f"session log {path} has no complete header line")
+        first = f.readline()
+        if not first.endswith(b"\n"):
+            raise SessionCorruptError(f"session log {path} has no complete header line")
+        header = _header(first[:-1], path)
+        for line_no, line in enumerate(f, start=2):
+            if not line.endswith(b"\n"):
+                damage = f"the last line ({len(line)} bytes) is incomplete"
+                break
+            try:
+                event = event_from_json(_parse(line[:-1]), expected_seq=len(events))
+            except (ValueError, RecursionError) as exc:
+                damage = f"line {line_no} cannot be read ({exc})"
+                break
+            events.append(event)
+    return StoredLog(
+        path=path,
+        header=header,
+        events=tuple(events),
+        damage=damage,
+        salvaged=tuple(_salvaged(path)),
+    )
+
+
+def _header(line: bytes, path: str) -> SessionHeader:
     try:
-        raw = _parse(lines[0])
+        raw = _parse(line)
     except (ValueError, RecursionError) as exc:
         raise SessionCorruptError(
             f"session log {path}: the header line is not JSON ({exc})"
@@ -140,18 +172,17 @@ def read_log(path: str) -> StoredLog:
             f"session log {path} uses format version {version}; this tool reads version {FORMAT_VERSION}",
             version=version,
         )
-    header = header_from_json(raw)
-    events: list[SessionEvent] = []
-    damage: str | None = None
-    for line_no, line in enumerate(lines[1:], start=2):
+    return header_from_json(raw)
+
+
+def _salvaged(path: str) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for side in damaged_files(os.path.dirname(path)):
         try:
-            events.append(event_from_json(_parse(line), expected_seq=len(events)))
-        except (ValueError, RecursionError) as exc:
-            damage = f"line {line_no} cannot be read ({exc})"
-            break
-    if damage is None and torn:
-        damage = f"the last line ({len(torn)} bytes) is incomplete"
-    return StoredLog(path=path, header=header, events=tuple(events), damage=damage)
+            out.append((side, os.path.getsize(side)))
+        except OSError:
+            continue
+    return out
 
 
 async def find_log(persistence: JsonlPersistence, session_id: str) -> str | None:
@@ -175,12 +206,12 @@ def _snippet(text: str, limit: int = _SNIPPET) -> str:
 
 
 def summarize(log: StoredLog) -> SessionSummary:
-    """The listing row of one log: turn count and the user's last prompt."""
+    """The listing row of a log read in full: turn count and the user's last prompt."""
     turns = 0
     last: str | None = None
     for ev in log.events:
         if isinstance(ev.data, TurnStart):
-            turns += 1
+            turns = ev.data.turn
         elif isinstance(ev.data, UserMessage) and isinstance(
             ev.data.source, UserSource
         ):
@@ -195,6 +226,101 @@ def summarize(log: StoredLog) -> SessionSummary:
     )
 
 
+#: ``dsh-trio sessions`` reads this much at the end of a log first, and at most
+#: ``_TAIL_MAX`` (growing the window fourfold) while looking for the last turn and
+#: prompt.
+_TAIL_FIRST: Final = 16 * 1024
+_TAIL_MAX: Final = 256 * 1024
+
+
+def _tail_lines(data: bytes, *, whole: bool) -> list[bytes]:
+    """The complete lines of a window at the end of a log.
+
+    The window's first line counts only if the window starts at the first event
+    (``whole``); otherwise it may be the end of a longer line.
+    """
+    lines = data.split(b"\n")
+    lines.pop()  # after the last line end: empty, or a torn last line
+    if not whole and lines:
+        lines.pop(0)  # starts before the window
+    return lines
+
+
+def summarize_tail(path: str, header: SessionHeader) -> SessionSummary:
+    """The listing row of the log at ``path``, from a small window at its end.
+
+    Reads the header line's length and the last ``16 KiB`` of the file, growing
+    the window up to ``256 KiB`` until it holds the last ``turn/start`` (the turn
+    count is its number) and the user's last prompt. Only lines naming those two
+    types are decoded. Blocking file I/O.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    turns: int | None = None
+    last: str | None = None
+    problem: str | None = None
+    with open(path, "rb") as f:
+        body = len(f.readline())  # where the events start
+        size = f.seek(0, os.SEEK_END)
+        if size > body:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                problem = "the last line is incomplete"
+        window = _TAIL_FIRST
+        while True:
+            start = max(body, size - window)
+            f.seek(start)
+            data = f.read(size - start)
+            found_turn, found_prompt = _scan_tail(
+                _tail_lines(data, whole=start == body)
+            )
+            if found_turn is not None:
+                turns = found_turn
+            if found_prompt is not None:
+                last = found_prompt
+            if (turns is not None and last is not None) or start == body:
+                break
+            if window >= _TAIL_MAX:
+                break
+            window *= 4
+        if turns is None and size - body <= _TAIL_MAX:
+            turns = 0  # the whole log was read: no turn yet
+    return SessionSummary(
+        id=header.id,
+        created_at=header.created_at,
+        turns=turns,
+        last_prompt=last,
+        path=path,
+        problem=problem,
+    )
+
+
+def _scan_tail(lines: list[bytes]) -> tuple[int | None, str | None]:
+    """The last turn number and the user's last prompt among ``lines``."""
+    turn: int | None = None
+    prompt: str | None = None
+    for line in reversed(lines):
+        if turn is None and b'"turn/start"' in line:
+            data = _event_data(line)
+            if isinstance(data, TurnStart):
+                turn = data.turn
+        elif prompt is None and b'"user/message"' in line:
+            data = _event_data(line)
+            if isinstance(data, UserMessage) and isinstance(data.source, UserSource):
+                prompt = _text(data.content)
+        if turn is not None and prompt is not None:
+            break
+    return turn, prompt
+
+
+def _event_data(line: bytes) -> object:
+    try:
+        return event_from_json(_parse(line)).data
+    except (ValueError, RecursionError):
+        return None
+
+
 def _summaries(
     persistence: JsonlPersistence, headers: Sequence[SessionHeader]
 ) -> list[SessionSummary]:
@@ -202,7 +328,7 @@ def _summaries(
     for header in headers:
         path = persistence.path_for(header)
         try:
-            out.append(summarize(read_log(path)))
+            out.append(summarize_tail(path, header))
         except (OSError, DshError) as exc:
             out.append(
                 SessionSummary(
@@ -237,12 +363,13 @@ def render_listing(summaries: Sequence[SessionSummary]) -> str:
     width = max([len("ID"), *(len(s.id) for s in summaries)])
     rows = [f"{'ID':<{width}}  {'CREATED':<19}  {'TURNS':>5}  LAST PROMPT"]
     for s in summaries:
-        if s.problem is not None and s.turns == 0 and s.last_prompt is None:
+        if s.problem is not None and not s.turns and s.last_prompt is None:
             prompt = f"(unreadable: {_snippet(s.problem)})"
         else:
             prompt = _snippet(s.last_prompt) if s.last_prompt else "-"
+        turns = "?" if s.turns is None else str(s.turns)
         rows.append(
-            f"{s.id:<{width}}  {format_time(s.created_at):<19}  {s.turns:>5}  {prompt}"
+            f"{s.id:<{width}}  {format_time(s.created_at):<19}  {turns:>5}  {prompt}"
         )
     return "\n".join(rows)
 
@@ -432,4 +559,9 @@ def render_transcript(log: StoredLog) -> str:
         )
     if log.damage is not None:
         lines.append(f"[the log is damaged: {log.damage}; nothing after it is shown]")
+    for side, size in log.salvaged:
+        lines.append(
+            f"[{size} damaged bytes were cut off the end of this log when it was loaded; "
+            f"they are kept in {side}]"
+        )
     return "\n".join(lines)

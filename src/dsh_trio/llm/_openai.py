@@ -8,11 +8,15 @@ runtime's business, never the adapter's.
 
 This module holds the adapter and its transport loop. The request body is built in
 ``_openai_request``, event payloads become chunks in ``_openai_sse``, and failures are
-classified (and the API key redacted from them) in ``_openai_errors``.
+classified in ``_openai_errors``; every string the server sends is made safe (API key
+redacted, invalid Unicode repaired) by ``_redact`` on its way in.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import TracebackType
 from typing import Final, Self
@@ -22,7 +26,7 @@ import httpx  # noqa: ASYNC127  # the public contract takes an httpx.AsyncClient
 import trio
 
 from ..errors import LlmError
-from ..values import StreamChunk
+from ..values import LlmFailure, StreamChunk
 from ._openai_errors import REDACTED, http_error, transport_error
 from ._openai_request import request_body
 from ._openai_sse import Translator
@@ -31,7 +35,28 @@ from ._types import ModelRequest
 __all__ = ["OpenAICompatibleAdapter"]
 
 _DEFAULT_TIMEOUT: Final = httpx.Timeout(60.0, connect=10.0)
+_DEFAULT_REQUEST_TIMEOUT_S: Final = 600.0
+_DEFAULT_IDLE_TIMEOUT_S: Final = 300.0
 _DRAIN_SECONDS: Final = 1.0
+
+_logger = logging.getLogger("dsh_trio")
+
+
+def _seconds(name: str, value: object) -> float | None:
+    """A timeout keyword: a positive finite number of seconds, or ``None`` (off)."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            f"OpenAICompatibleAdapter {name} must be a positive number of seconds "
+            f"or None, got {value!r}"
+        )
+    return float(value)
 
 
 @attrs.define(eq=False, init=False, repr=False)
@@ -52,12 +77,26 @@ class OpenAICompatibleAdapter:
     ``url`` or inline ``data`` + ``mediaType``, else a placeholder text.
 
     The API key is sent only in the ``Authorization`` header; it never appears in
-    this object's repr or in the messages of the errors it raises.
+    this object's repr. Every string the server or the transport supplies (error
+    messages and codes, ``x-request-id``, finish reasons, the text of a malformed
+    event, streamed text and tool calls) has the key redacted before it reaches an
+    error, a chunk, the log or the session; a key shorter than 8 characters is
+    redacted only where it stands as a whole token. Streamed text that is not valid
+    Unicode (a lone surrogate such as ``"\\ud800"``) is repaired with U+FFFD, and
+    a surrogate pair split across two events is joined; a repair is logged as a
+    warning on the ``dsh_trio`` logger.
 
     Without ``client``, the adapter owns an ``httpx.AsyncClient``; close it with
     :meth:`aclose` or use the adapter as an async context manager. An injected
     client is used as is and never closed by the adapter. ``timeout`` applies to
     every request, also through an injected client.
+
+    The adapter bounds each attempt with two deadlines of its own, whatever the
+    transport: ``request_timeout_s`` from sending the request to the end of the
+    response (a server that trickles keep-alives or streams without end is
+    stopped), and ``idle_timeout_s`` for each line of the response body once the
+    headers arrived. Either ends the attempt with an ``LlmError`` of code
+    ``TIMEOUT``, which the default retry policy retries.
 
     Example::
 
@@ -75,9 +114,15 @@ class OpenAICompatibleAdapter:
             on ``httpx.MockTransport``).
         timeout: the httpx timeout of each request.
         default_headers: extra headers sent with every request.
+        request_timeout_s: the most one attempt may take, in seconds, from sending
+            the request to the end of the response (default 600, ten minutes);
+            ``None`` for no limit.
+        idle_timeout_s: the longest wait for the next line of a streaming response,
+            in seconds (default 300); ``None`` for no limit.
 
     Raises:
-        ValueError: ``base_url`` is empty or ``api_key`` is an empty string.
+        ValueError: ``base_url`` is empty, ``api_key`` is an empty string, or a
+            timeout is not a positive number of seconds (or ``None``).
     """
 
     _base_url: str
@@ -87,6 +132,8 @@ class OpenAICompatibleAdapter:
     _owns_client: bool
     _timeout: httpx.Timeout
     _headers: httpx.Headers
+    _request_timeout: float
+    _idle_timeout: float | None
 
     def __init__(
         self,
@@ -96,6 +143,8 @@ class OpenAICompatibleAdapter:
         client: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout | float = _DEFAULT_TIMEOUT,
         default_headers: Mapping[str, str] | None = None,
+        request_timeout_s: float | None = _DEFAULT_REQUEST_TIMEOUT_S,
+        idle_timeout_s: float | None = _DEFAULT_IDLE_TIMEOUT_S,
     ) -> None:
         raw_url: object = base_url  # callers may pass anything at runtime
         raw_key: object = api_key
@@ -106,6 +155,8 @@ class OpenAICompatibleAdapter:
         if raw_key is not None and (not isinstance(raw_key, str) or not raw_key):
             # The value itself is never echoed: it may be a secret.
             raise ValueError("OpenAICompatibleAdapter api_key must be a non-empty str")
+        request_timeout = _seconds("request_timeout_s", request_timeout_s)
+        idle_timeout = _seconds("idle_timeout_s", idle_timeout_s)
         headers = httpx.Headers(default_headers or {})
         headers.setdefault("accept", "text/event-stream")
         if api_key is not None:
@@ -122,6 +173,8 @@ class OpenAICompatibleAdapter:
             client is None,
             http_timeout,
             headers,
+            math.inf if request_timeout is None else request_timeout,
+            idle_timeout,
         )
 
     def __repr__(self) -> str:
@@ -164,32 +217,58 @@ class OpenAICompatibleAdapter:
                 server answered with an HTTP error (``AUTH``, ``RATE_LIMIT``,
                 ``QUOTA``, ``CONTEXT_WINDOW_EXCEEDED``, ``INVALID_REQUEST``,
                 ``SERVER``), the connection failed or timed out (``TRANSPORT``,
-                ``TIMEOUT``), or the stream was malformed (``MALFORMED_RESPONSE``)
-                or cut short (``TRANSPORT``).
+                ``TIMEOUT``; also when ``request_timeout_s`` or ``idle_timeout_s``
+                ran out), or the stream was malformed (``MALFORMED_RESPONSE``) or
+                cut short (``TRANSPORT``).
         """
         body = request_body(request)
         await trio.lowlevel.checkpoint()
-        translator = Translator(self._api_key)
+        secret = self._api_key
+        translator = Translator(secret)
+        idle = self._idle_timeout
+        deadline = trio.current_time() + self._request_timeout
         try:
             # The response stays open across the yields below; the consumer closes
-            # this generator, which closes the response (ASYNC119).
-            async with self._client.stream(
-                "POST",
-                self._url,
-                json=body,
-                headers=self._headers,
-                timeout=self._timeout,
-            ) as response:
+            # this generator, which closes the response (ASYNC119). No cancel scope
+            # is held across a yield: each wait gets its own deadline.
+            async with contextlib.AsyncExitStack() as stack:
+                with trio.move_on_at(deadline) as opening:
+                    response = await stack.enter_async_context(
+                        self._client.stream(
+                            "POST",
+                            self._url,
+                            json=body,
+                            headers=self._headers,
+                            timeout=self._timeout,
+                        )
+                    )
+                    if not response.is_success:
+                        await response.aread()
+                if opening.cancelled_caught:
+                    raise LlmError(self._overdue())
                 if not response.is_success:
-                    await response.aread()
-                    raise http_error(response, self._url, self._api_key)
+                    raise http_error(response, self._url, secret)
                 lines = response.aiter_lines()
                 failure: LlmError | None = None
                 try:
                     # SSE framing stays inline: this loop is the per-chunk path, and a
                     # helper generator would add a frame to every chunk.
                     pending: list[str] = []
-                    async for line in lines:
+                    ended = False
+                    while True:
+                        limit = deadline
+                        if idle is not None:
+                            limit = min(limit, trio.current_time() + idle)
+                        with trio.move_on_at(limit) as waiting:
+                            line = await anext(lines, None)
+                        if waiting.cancelled_caught:
+                            failure = LlmError(
+                                self._overdue() if limit == deadline else self._idle()
+                            )
+                            break
+                        if line is None:
+                            ended = True
+                            break
                         if line.startswith("data:"):
                             pending.append(
                                 line[6:] if line.startswith("data: ") else line[5:]
@@ -209,18 +288,19 @@ class OpenAICompatibleAdapter:
                             yield chunk  # noqa: ASYNC119, ASYNC911
                         if translator.done:
                             break
-                    else:
-                        if pending:
-                            # Some servers end the last event without its blank line.
-                            await trio.lowlevel.checkpoint()
-                            for chunk in translator.feed("\n".join(pending)):
-                                yield chunk  # noqa: ASYNC119, ASYNC911
-                    # Read the end of the body (normally just the chunked-encoding
-                    # terminator) before the closing chunks: consumers stop at
-                    # Finish, and a response read to its end lets the connection
-                    # be reused. A server that keeps it open costs the bound.
-                    with trio.move_on_after(_DRAIN_SECONDS):
-                        await _read_rest(lines)
+                    if ended and pending:
+                        # Some servers end the last event without its blank line.
+                        await trio.lowlevel.checkpoint()
+                        for chunk in translator.feed("\n".join(pending)):
+                            yield chunk  # noqa: ASYNC119, ASYNC911
+                    if failure is None or failure.failure.code != "TIMEOUT":
+                        # Read the end of the body (normally just the chunked-encoding
+                        # terminator) before the closing chunks: consumers stop at
+                        # Finish, and a response read to its end lets the connection
+                        # be reused. A server that keeps it open costs the bound.
+                        drain = min(deadline, trio.current_time() + _DRAIN_SECONDS)
+                        with trio.move_on_at(drain):
+                            await _read_rest(lines)
                     if failure is not None:
                         raise failure
                     for chunk in translator.finish():
@@ -234,7 +314,29 @@ class OpenAICompatibleAdapter:
                     with trio.move_on_after(0, shield=True):
                         await _read_rest(lines)
         except httpx.RequestError as exc:
-            raise transport_error(exc, self._url, self._api_key) from exc
+            raise transport_error(exc, self._url, secret) from exc
+        finally:
+            if translator.repaired:
+                _logger.warning(
+                    "the stream from %s carried %d code point(s) that are not valid "
+                    "Unicode (lone surrogates); they were replaced by U+FFFD",
+                    self._url,
+                    translator.repaired,
+                )
+
+    def _overdue(self) -> LlmFailure:
+        return LlmFailure(
+            f"the request to {self._url} took longer than "
+            f"request_timeout_s={self._request_timeout:g}",
+            "TIMEOUT",
+        )
+
+    def _idle(self) -> LlmFailure:
+        return LlmFailure(
+            f"the stream from {self._url} sent nothing for "
+            f"idle_timeout_s={self._idle_timeout:g} seconds",
+            "TIMEOUT",
+        )
 
 
 async def _read_rest(lines: AsyncIterator[str]) -> None:  # noqa: ASYNC910  # private: the scheduler around it checkpoints

@@ -3,9 +3,10 @@
 Three kinds of failure reach the adapter: an HTTP error status (:func:`http_error`), a
 transport failure before or during the response (:func:`transport_error`), and an
 error event inside a ``200`` stream (:func:`stream_failure`). Each is classified into
-the reference's failure codes here, and every provider text passes through
-:func:`redact` first: that one function is where the API key is kept out of error
-messages, logs and session files.
+the reference's failure codes here, and every string the server or the transport
+supplies (message, code, ``x-request-id``, exception text) passes through
+:func:`~dsh_trio.llm._redact.clean` first: :func:`redact` there is the one place the
+API key is kept out of error messages, logs and session files.
 """
 
 from __future__ import annotations
@@ -18,19 +19,21 @@ import httpx  # noqa: ASYNC127  # the public contract takes an httpx.AsyncClient
 
 from ..errors import LlmError
 from ..values import LlmFailure
+from ._redact import REDACTED, clean, redact
 
 __all__ = [
     "REDACTED",
     "as_str",
+    "clean",
     "http_error",
     "redact",
+    "scrub_exception",
     "stream_failure",
     "transport_error",
 ]
 
-#: What a secret is replaced with.
-REDACTED: Final = "***"
 _MAX_ERROR_TEXT: Final = 500
+_MAX_REQUEST_ID: Final = 200
 
 #: Lower-case fragments of provider messages that mean "the prompt is too long".
 _CONTEXT_OVERFLOW_HINTS: Final = (
@@ -43,13 +46,6 @@ _CONTEXT_OVERFLOW_HINTS: Final = (
     "reduce the length",
     "input is too long",
 )
-
-
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (the API key) replaced."""
-    if secret is not None and secret in text:
-        text = text.replace(secret, REDACTED)
-    return text
 
 
 def as_str(value: object) -> str | None:
@@ -65,10 +61,10 @@ def http_error(response: httpx.Response, url: str, secret: str | None) -> LlmErr
     """Classify a non-success response (its body already read) into a failure code."""
     status = response.status_code
     message, provider_code = _error_details(response)
-    message = redact(message, secret)
+    message = clean(message, secret)
     if len(message) > _MAX_ERROR_TEXT:
         message = message[:_MAX_ERROR_TEXT] + "..."
-    lowered = f"{message} {provider_code or ''}".lower()
+    lowered = f"{message} {clean(provider_code or '', secret)}".lower()
     if status in (401, 403):
         code = "AUTH"
     elif status == 402 or "insufficient_quota" in lowered:
@@ -91,13 +87,25 @@ def http_error(response: httpx.Response, url: str, secret: str | None) -> LlmErr
             code,
             status=status if 100 <= status <= 599 else None,
             retry_after_ms=_retry_after_ms(response.headers),
-            request_id=response.headers.get("x-request-id"),
+            request_id=_request_id(response.headers, secret),
         )
     )
 
 
+def _request_id(headers: httpx.Headers, secret: str | None) -> str | None:
+    raw = headers.get("x-request-id")
+    if raw is None:
+        return None
+    return clean(raw, secret)[:_MAX_REQUEST_ID]
+
+
 def transport_error(exc: httpx.RequestError, url: str, secret: str | None) -> LlmError:
-    """A connection that failed or timed out (``TIMEOUT``, ``INVALID_REQUEST``, ``TRANSPORT``)."""
+    """A connection that failed or timed out (``TIMEOUT``, ``INVALID_REQUEST``, ``TRANSPORT``).
+
+    ``exc`` becomes the cause of the returned error, so its chain is scrubbed of the
+    key too (:func:`scrub_exception`).
+    """
+    scrub_exception(exc, secret)
     if isinstance(exc, httpx.TimeoutException):
         return LlmError(
             LlmFailure(f"request to {url} timed out ({type(exc).__name__})", "TIMEOUT")
@@ -105,10 +113,10 @@ def transport_error(exc: httpx.RequestError, url: str, secret: str | None) -> Ll
     if isinstance(exc, httpx.UnsupportedProtocol):
         return LlmError(
             LlmFailure(
-                f"cannot send to {url}: {redact(str(exc), secret)}", "INVALID_REQUEST"
+                f"cannot send to {url}: {clean(str(exc), secret)}", "INVALID_REQUEST"
             )
         )
-    detail = redact(str(exc), secret) or type(exc).__name__
+    detail = clean(str(exc), secret) or type(exc).__name__
     return LlmError(
         LlmFailure(f"transport error talking to {url}: {detail}", "TRANSPORT")
     )
@@ -123,11 +131,39 @@ def stream_failure(error: object, secret: str | None) -> LlmFailure:
         code = as_str(error.get("code")) or as_str(error.get("type"))
     elif isinstance(error, str):
         message = error
-    text = redact(message or "the server reported an error in the stream", secret)
-    lowered = f"{text} {code or ''}".lower()
+    text = clean(message or "the server reported an error in the stream", secret)
+    lowered = f"{text} {clean(code or '', secret)}".lower()
     if _overflows_context(lowered):
         return LlmFailure(text[:_MAX_ERROR_TEXT], "CONTEXT_WINDOW_EXCEEDED")
     return LlmFailure(text[:_MAX_ERROR_TEXT], "SERVER")
+
+
+def scrub_exception(exc: BaseException, secret: str | None) -> None:
+    """Redact ``secret`` from the text arguments of ``exc`` and of its causes and contexts.
+
+    A transport exception (and the lower-level ones it chains) may quote what the
+    server sent; it stays attached to the adapter's error as its cause, so whoever
+    prints a traceback must not find the key in it. Never blocks.
+    """
+    if not secret:
+        return
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if any(isinstance(arg, str) and secret in arg for arg in current.args):
+            current.args = tuple(
+                redact(arg, secret) if isinstance(arg, str) else arg
+                for arg in current.args
+            )
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
 
 
 def _error_details(response: httpx.Response) -> tuple[str, str | None]:

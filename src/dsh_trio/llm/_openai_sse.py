@@ -7,7 +7,10 @@ own (``reasoning_content``, ``prompt_cache_hit_tokens``). Each reader takes what
 understands and ignores the rest.
 
 :class:`Translator` is on the per-chunk path: it is fed each event's data once and
-returns the chunks of that event in one list.
+returns the chunks of that event in one list. Every string it takes from the server is
+made safe on the way in (``_redact``): streamed text through a :class:`StreamText` per
+block, identities, finish reasons and the text of a malformed event through
+:func:`clean`.
 """
 
 from __future__ import annotations
@@ -35,16 +38,21 @@ from ..values import (
     Usage,
 )
 from ._openai_errors import as_str as _str, stream_failure
+from ._redact import StreamText, clean, redact, repair_unicode
 
 __all__ = ["Translator"]
 
 _BlockKind = Literal["text", "reasoning", "tool-call"]
+
+#: How much of a malformed event, or of an unknown finish reason, an error quotes.
+_MAX_QUOTED = 120
 
 
 @attrs.define
 class _OpenBlock:
     index: int
     kind: _BlockKind
+    text: StreamText
     parts: list[str] = attrs.Factory(list)
     call_id: str | None = None
     name: str | None = None
@@ -96,7 +104,9 @@ def _map_usage(usage: dict[str, object]) -> Usage | None:
     )
 
 
-def _finish_reason(reason: str | None, has_tool_calls: bool) -> FinishReason:
+def _finish_reason(
+    reason: str | None, has_tool_calls: bool, secret: str | None
+) -> FinishReason:
     if reason is None or reason == "stop":
         # Some servers report "stop" for a reply that calls tools.
         return FinishReason("tool-calls" if has_tool_calls else "stop")
@@ -104,8 +114,10 @@ def _finish_reason(reason: str | None, has_tool_calls: bool) -> FinishReason:
         return FinishReason("max-tokens")
     if reason in ("tool_calls", "function_call"):
         return FinishReason("tool-calls")
-    code = "CONTENT_FILTER" if reason == "content_filter" else reason.upper()
-    return FinishReason("error", LlmFailure(f"model stopped: {reason}", code))
+    # Server text: made safe before it is quoted, and before it is upper-cased.
+    quoted = clean(reason, secret)[:_MAX_QUOTED]
+    code = "CONTENT_FILTER" if reason == "content_filter" else quoted.upper()
+    return FinishReason("error", LlmFailure(f"model stopped: {quoted}", code))
 
 
 class Translator:
@@ -113,9 +125,13 @@ class Translator:
 
     Block indexes are dense, in order of first appearance; ``BlockEnd``, usage and
     finish are held back until the stream ends so nothing follows ``Finish``.
+    Streamed text is shown as :class:`StreamText` lets it through: a tail that might
+    still become the API key, or half of a surrogate pair, waits for the next event
+    (or the end of the stream). :attr:`repaired` counts the code points that were
+    not valid Unicode and were replaced by U+FFFD.
 
     Args:
-        secret: the API key, redacted from the provider's in-stream error messages.
+        secret: the API key, redacted from every string the server sends.
     """
 
     __slots__ = (
@@ -123,6 +139,7 @@ class Translator:
         "_finish",
         "_last_tool",
         "_reasoning",
+        "_repaired_strings",
         "_secret",
         "_text",
         "_tools",
@@ -140,9 +157,21 @@ class Translator:
         self._finish: str | None = None
         self._usage: Usage | None = None
         self.done = False
+        self._repaired_strings = 0
+
+    @property
+    def repaired(self) -> int:
+        """How many code points of the server's text were replaced by U+FFFD."""
+        return self._repaired_strings + sum(b.text.repaired for b in self._blocks)
+
+    def _clean(self, text: str) -> str:
+        fixed = repair_unicode(text)
+        if fixed is not text:
+            self._repaired_strings += fixed.count("\ufffd") - text.count("\ufffd")
+        return redact(fixed, self._secret)
 
     def _open(self, kind: _BlockKind, out: list[StreamChunk]) -> _OpenBlock:
-        block = _OpenBlock(len(self._blocks), kind)
+        block = _OpenBlock(len(self._blocks), kind, StreamText(self._secret))
         self._blocks.append(block)
         out.append(BlockStart(block.index, kind))
         return block
@@ -157,10 +186,9 @@ class Translator:
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
+            quoted = clean(payload, self._secret)[:_MAX_QUOTED]
             raise LlmError(
-                LlmFailure(
-                    f"malformed server event: {payload[:120]!r}", "MALFORMED_RESPONSE"
-                )
+                LlmFailure(f"malformed server event: {quoted!r}", "MALFORMED_RESPONSE")
             )
         error = obj.get("error")
         if error:
@@ -187,16 +215,22 @@ class Translator:
                 delta.get("reasoning")
             )
             if reasoning:
-                if self._reasoning is None:
-                    self._reasoning = self._open("reasoning", out)
-                self._reasoning.parts.append(reasoning)
-                out.append(ReasoningDelta(self._reasoning.index, reasoning))
+                block = self._reasoning
+                if block is None:
+                    block = self._reasoning = self._open("reasoning", out)
+                shown = block.text.push(reasoning)
+                if shown:
+                    block.parts.append(shown)
+                    out.append(ReasoningDelta(block.index, shown))
             content = _str(delta.get("content"))
             if content:
-                if self._text is None:
-                    self._text = self._open("text", out)
-                self._text.parts.append(content)
-                out.append(TextDelta(self._text.index, content))
+                block = self._text
+                if block is None:
+                    block = self._text = self._open("text", out)
+                shown = block.text.push(content)
+                if shown:
+                    block.parts.append(shown)
+                    out.append(TextDelta(block.index, shown))
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
                 for call in calls:
@@ -207,7 +241,8 @@ class Translator:
             self._finish = reason
 
     def _tool_call(self, call: dict[str, object], out: list[StreamChunk]) -> None:
-        call_id = _str(call.get("id")) or None
+        raw_id = _str(call.get("id"))
+        call_id = self._clean(raw_id) if raw_id else None
         wire_index = _int(call.get("index"))
         # Servers that omit `index` send the id with each new call and nothing
         # with its continuations.
@@ -227,12 +262,14 @@ class Translator:
         name: str | None = None
         arguments: object = None
         if isinstance(function, dict):
-            name = _str(function.get("name")) or None
+            raw_name = _str(function.get("name"))
+            name = self._clean(raw_name) if raw_name else None
             arguments = function.get("arguments")
         if isinstance(arguments, (dict, list)):
-            fragment = json.dumps(arguments)
+            raw = json.dumps(arguments)
         else:
-            fragment = _str(arguments) or ""
+            raw = _str(arguments) or ""
+        fragment = block.text.push(raw) if raw else ""
         # `id` and `name` are identity, sent once; an empty or null repeat is no update.
         new_identity = (call_id is not None and call_id != block.call_id) or (
             name is not None and name != block.name
@@ -254,10 +291,26 @@ class Translator:
                     "TRANSPORT",
                 )
             )
-        out: list[StreamChunk] = [BlockEnd(b.index, b.block()) for b in self._blocks]
+        out: list[StreamChunk] = []
+        for block in self._blocks:
+            # What was held back (a possible key prefix, half a surrogate pair) is
+            # decided now and shown before the block ends.
+            rest = block.text.flush()
+            if not rest:
+                continue
+            block.parts.append(rest)
+            if block.kind == "text":
+                out.append(TextDelta(block.index, rest))
+            elif block.kind == "reasoning":
+                out.append(ReasoningDelta(block.index, rest))
+            else:
+                out.append(
+                    ToolCallDelta(block.index, block.call_id or "", block.name, rest)
+                )
+        out.extend(BlockEnd(b.index, b.block()) for b in self._blocks)
         if self._usage is not None:
             out.append(self._usage)
-        reason = _finish_reason(self._finish, bool(self._tools))
+        reason = _finish_reason(self._finish, bool(self._tools), self._secret)
         if reason.kind == "stop" and not self._blocks:
             reason = FinishReason(
                 "error",

@@ -66,7 +66,8 @@ class RetryPolicy:
     times within one step; retry ``n`` waits ``min(initial_delay_ms * 2**(n-1),
     max_delay_ms)`` milliseconds, spread by ``± jitter`` (a ratio) and capped at
     ``max_delay_ms``. A provider's ``retry_after_ms`` is waited instead when it is not
-    above ``max_delay_ms``; when it is, the failure is not retried.
+    above ``max_delay_ms``; when it is, the failure is not retried and the turn's error
+    says how long the provider asked to wait.
 
     Raises:
         ValueError: a field is out of range (negative counts or delays, a jitter

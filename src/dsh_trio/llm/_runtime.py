@@ -1,14 +1,35 @@
-"""Run one adapter stream, turning adapter failures into a terminal finish chunk."""
+"""Run one adapter stream, turning adapter failures into a terminal finish chunk.
+
+This is the boundary between any adapter and the runtime: what passes it is recorded
+in the session, so text that UTF-8 cannot encode is repaired here (whatever the
+adapter) instead of failing the attempt later.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator
 
+import attrs
 import trio
 
 from ..errors import LlmError
-from ..values import Finish, FinishKind, FinishReason, LlmFailure, StreamChunk
+from ..values import (
+    BlockEnd,
+    Finish,
+    FinishKind,
+    FinishReason,
+    LlmFailure,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallBlock,
+    ToolCallDelta,
+    utf8_ok,
+)
+from ._redact import repair_unicode
 from ._types import ModelAdapter, ModelRequest
 
 __all__ = ["error_chain", "failure_of", "stream_model"]
@@ -74,9 +95,67 @@ def failure_of(exc: Exception) -> LlmFailure:
     return LlmFailure(error_chain(exc), "UNKNOWN")
 
 
+def _bad(text: object) -> bool:
+    """Whether ``text`` is a string UTF-8 cannot encode (other types are left alone)."""
+    return isinstance(text, str) and not text.isascii() and not utf8_ok(text)
+
+
+def _fix(text: str) -> str:
+    return repair_unicode(text) if _bad(text) else text
+
+
+def _repaired(chunk: StreamChunk) -> StreamChunk | None:
+    """``chunk`` with its invalid text repaired, or ``None`` when it needs no repair."""
+    # Hot path: a text delta costs one class test and one ``isascii``.
+    if isinstance(chunk, (TextDelta, ReasoningDelta)):
+        text = chunk.text
+        if text.__class__ is not str or text.isascii() or utf8_ok(text):
+            return None
+        return attrs.evolve(chunk, text=repair_unicode(text))
+    if isinstance(chunk, ToolCallDelta):
+        if _bad(chunk.id) or _bad(chunk.name) or _bad(chunk.arguments_delta):
+            name = chunk.name
+            return ToolCallDelta(
+                chunk.index,
+                _fix(chunk.id),
+                None if name is None else _fix(name),
+                _fix(chunk.arguments_delta),
+            )
+    elif isinstance(chunk, BlockEnd):
+        block = chunk.block
+        if isinstance(block, (TextBlock, ReasoningBlock)):
+            if _bad(block.text):
+                return BlockEnd(chunk.index, attrs.evolve(block, text=_fix(block.text)))
+        elif isinstance(block, ToolCallBlock) and (
+            _bad(block.id) or _bad(block.name) or _bad(block.arguments)
+        ):
+            fixed = ToolCallBlock(
+                _fix(block.id), _fix(block.name), _fix(block.arguments)
+            )
+            return BlockEnd(chunk.index, fixed)
+    elif isinstance(chunk, Finish):
+        failure = chunk.reason.failure
+        if failure is not None and (
+            _bad(failure.message) or _bad(failure.code) or _bad(failure.request_id)
+        ):
+            request_id = failure.request_id
+            failure = attrs.evolve(
+                failure,
+                message=_fix(failure.message),
+                code=_fix(failure.code),
+                request_id=None if request_id is None else _fix(request_id),
+            )
+            return attrs.evolve(
+                chunk, reason=attrs.evolve(chunk.reason, failure=failure)
+            )
+    return None
+
+
 def _finish_for(failure: LlmFailure) -> Finish:
     kind: FinishKind = "aborted" if failure.code == "ABORTED" else "error"
-    return Finish(FinishReason(kind, failure))
+    finish = Finish(FinishReason(kind, failure))
+    fixed = _repaired(finish)
+    return fixed if isinstance(fixed, Finish) else finish
 
 
 async def stream_model(
@@ -85,8 +164,10 @@ async def stream_model(
     """Stream one attempt of ``request`` from ``adapter``.
 
     Yields the adapter's chunks unchanged up to and including its :class:`Finish`, and
-    nothing after it. Any ``Exception`` raised while creating or iterating the adapter's
-    stream ends the stream with one terminal ``Finish`` chunk instead: an
+    nothing after it, except that text UTF-8 cannot encode (lone surrogates) in a
+    delta, a block or a failure is replaced by U+FFFD, with a warning on the
+    ``dsh_trio`` logger. Any ``Exception`` raised while creating or iterating the
+    adapter's stream ends the stream with one terminal ``Finish`` chunk instead: an
     :class:`LlmError` contributes its own ``failure``, anything else an ``UNKNOWN``
     failure with the error chain as message; the kind is ``"aborted"`` for the code
     ``ABORTED`` and ``"error"`` otherwise. ``adapter=None`` yields a single
@@ -121,6 +202,7 @@ async def stream_model(
         await trio.lowlevel.checkpoint()
         yield _finish_for(failure_of(exc))
         return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
+    repaired = 0
     try:
         while True:
             try:
@@ -130,10 +212,21 @@ async def stream_model(
             except Exception as exc:  # as above
                 yield _finish_for(failure_of(exc))  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
                 return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
+            fixed = _repaired(chunk)
+            if fixed is not None:
+                chunk = fixed
+                repaired += 1
             yield chunk  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
             if isinstance(chunk, Finish):
                 return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
     finally:
+        if repaired:
+            _logger.warning(
+                'the model stream of provider "%s" carried text that is not valid '
+                "Unicode; %d chunk(s) were repaired with U+FFFD",
+                request.provider,
+                repaired,
+            )
         aclose = getattr(iterator, "aclose", None)
         # An async generator that already finished (ran to its end, or an exception
         # such as Cancelled came out of it) has nothing left to close: skip the

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
 import trio
 
-from ..errors import AgentBusyError, AgentCancelled, AgentDisposedError
+from ..errors import (
+    AgentBusyError,
+    AgentCancelled,
+    AgentDisposedError,
+    PersistenceError,
+)
 from ..values import (
     AgentOptions,
     AgentStatus,
@@ -24,6 +29,7 @@ from ._driver import OpenedTurn, TurnDriver
 from ._inbox import Inbox, coerce_target
 from ._initiator import _initiator
 from ._payloads import (
+    AgentErrorEvent,
     AgentStatusChanged,
     InboxClaimed,
     InboxDiscarded,
@@ -38,9 +44,32 @@ if TYPE_CHECKING:
     from ..session import Session
     from ._services import AgentServices
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "SessionRecording"]
 
 T = TypeVar("T")
+
+# The agent's lifetime, one small int (a slot per idle agent counts, see W4).
+_LIVE = 0
+_DRAINING = 1  # disposal is draining it: input is parked, no work starts
+_SEALED = 2  # the drain is over: input raises AgentDisposedError
+_DISPOSED = 3
+
+
+class SessionRecording(Protocol):
+    """What an agent needs of the recorder that writes its session's log."""
+
+    @property
+    def fault(self) -> PersistenceError | None:
+        """The failure of the last write while writes fail, else ``None``."""
+        ...
+
+    async def flush(self) -> None:
+        """Write and fsync everything queued; raise :class:`PersistenceError`."""
+        ...
+
+    async def wait_written(self) -> None:
+        """Write everything queued; raise :class:`PersistenceError`."""
+        ...
 
 
 class Agent:
@@ -59,11 +88,11 @@ class Agent:
 
     __slots__ = (
         "__weakref__",
-        "_disposed",
-        "_draining",
         "_driver",
         "_phase",
+        "_recorder",
         "_services",
+        "_stage",
         "_unsubscribe",
         "id",
         "inbox",
@@ -88,8 +117,9 @@ class Agent:
         self._phase: Phase = Idle(last_turn=session.last_turn)
         # Made by the first turn: an agent that never ran stays small (W4).
         self._driver: TurnDriver | None = None
-        self._disposed = False
-        self._draining = False
+        self._stage = _LIVE
+        # Writes the session's log; its ``fault`` refuses waking input.
+        self._recorder: SessionRecording | None = None
         self._unsubscribe = session.subscribe(self._on_session_event)
 
     def __repr__(self) -> str:
@@ -105,7 +135,7 @@ class Agent:
     @property
     def disposed(self) -> bool:
         """Whether :meth:`AgentHandle.dispose` has completed for this agent."""
-        return self._disposed
+        return self._stage == _DISPOSED
 
     # ------------------------------------------------------------------ input
 
@@ -120,11 +150,20 @@ class Agent:
         has wound down (the wake latch), except under :class:`DisposedCancel`.
 
         Raises:
-            AgentDisposedError: the agent was disposed.
+            TypeError: ``wakeup`` is not a bool.
+            AgentDisposedError: the agent was disposed (or its disposal has drained
+                it).
+            PersistenceError: ``wakeup`` and the session's log cannot be written
+                (nothing was queued); :meth:`flush` retries the writes.
             DuplicateMessageError: a message with this id is already pending.
             InvalidSpliceError: unknown target, or the message is not a valid UserMessage.
         """
+        if wakeup is not True and wakeup is not False:
+            raise TypeError(f"send() takes wakeup=True or wakeup=False, got {wakeup!r}")
         self._check_alive()
+        recorder = self._recorder
+        if wakeup and recorder is not None and recorder.fault is not None:
+            raise self._refusal(recorder.fault)
         t = coerce_target(target)
         phase = self._phase
         after_abort = wakeup and not isinstance(phase, Idle) and phase.signal.cancelled
@@ -133,11 +172,17 @@ class Agent:
             self._wake_driver(after_abort)
 
     def followup(self, message: UserMessage) -> None:
-        """Queue ``message`` as the prompt of its own turn (next-turn) and wake the driver."""
+        """Queue ``message`` as the prompt of its own turn (next-turn) and wake the driver.
+
+        Raises as :meth:`send` (``PersistenceError`` while the log cannot be written).
+        """
         self.send(message, InboxTarget.NEXT_TURN, True)
 
     def steer(self, message: UserMessage) -> None:
-        """Queue ``message`` for the nearest step boundary (next-step) and wake the driver."""
+        """Queue ``message`` for the nearest step boundary (next-step) and wake the driver.
+
+        Raises as :meth:`send` (``PersistenceError`` while the log cannot be written).
+        """
         self.send(message, InboxTarget.NEXT_STEP, True)
 
     def inject(self, message: UserMessage) -> None:
@@ -159,7 +204,7 @@ class Agent:
             raise TypeError(
                 f"cancel() takes a CancelCause (UserCancel(), HookCancel(reason), ...), got {cause!r}"
             )
-        if not keep_inbox and not self._disposed:
+        if not keep_inbox and self._stage < _SEALED:
             self.inbox._clear()
             self._set_wake(False)
         phase = self._phase
@@ -181,6 +226,28 @@ class Agent:
             await done.wait()
             if done is self._phase.done:
                 return
+
+    async def flush(self) -> None:
+        """Wait until every event appended before the call is written and durable.
+
+        The durability barrier: once it returns, the session's persistence holds
+        those events (fsynced unless its durability is ``"none"``), e.g.
+        ``await agent.when_idle(); await agent.flush()``. Blocks on the disk (in a
+        worker thread); with no persistence it returns after one checkpoint. A
+        success ends a persistence fault: the agent accepts waking input again. If
+        cancelled, whatever was not written stays queued. Never raises
+        :class:`AgentDisposedError`.
+
+        Raises:
+            PersistenceError: a write failed (``__cause__`` is the writer's error,
+                ``errno`` its errno); the events stay queued for the next flush.
+                After disposal: events were left unwritten.
+        """
+        recorder = self._recorder
+        if recorder is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await recorder.flush()
 
     async def run_maintenance(self, task: Callable[[CancelSignal], Awaitable[T]]) -> T:
         """Run ``task(signal)`` as a maintenance activity from the idle phase.
@@ -243,8 +310,60 @@ class Agent:
     # ------------------------------------------------------------------ notifications
 
     def _check_alive(self) -> None:
-        if self._disposed:
-            raise AgentDisposedError(f'agent "{self.id}" is disposed')
+        if self._stage >= _SEALED:
+            if self._stage == _DISPOSED:
+                raise AgentDisposedError(f'agent "{self.id}" is disposed')
+            raise AgentDisposedError(
+                f'agent "{self.id}" is being disposed and takes no more input'
+            )
+
+    # ------------------------------------------------------------------ persistence
+
+    def _attach_recorder(self, recorder: SessionRecording) -> None:
+        """Runtime use only: the recorder writing this agent's session log."""
+        self._recorder = recorder
+
+    def _persistence_failed(self, error: PersistenceError) -> None:
+        """The session log's writes started failing: tell listeners.
+
+        Runtime use only (the recorder's ``on_fault``, called once the recorder's
+        ``fault`` is set, which refuses waking input). Never blocks.
+        """
+        bus = self._services.bus
+        if bus.has_listeners("agent/error"):
+            phase = self._phase
+            if isinstance(phase, Running):
+                turn = phase.turn
+                step = self._driver._step if self._driver is not None else 0
+            else:
+                turn, step = phase.last_turn, 0
+            bus.emit(
+                "agent/error",
+                AgentErrorEvent(self, turn, step, error, phase="persistence"),
+                scope=self,
+            )
+
+    def _refusal(self, fault: PersistenceError) -> PersistenceError:
+        error = PersistenceError(
+            f'agent "{self.id}" takes no waking input while its session log cannot '
+            f"be written ({fault}); await agent.flush() to retry the writes",
+            session_id=self.id,
+            cause=fault.__cause__,
+        )
+        error.__cause__ = fault.__cause__ or fault
+        return error
+
+    async def _wait_written(self) -> None:  # noqa: ASYNC910  # hot path: no persistence, nothing to wait for
+        """Wait until the turn's events so far are written (before its ``turn/end``).
+
+        Runtime use only: a turn reports no success on a log that is not written.
+
+        Raises:
+            PersistenceError: they could not be written.
+        """
+        recorder = self._recorder
+        if recorder is not None:
+            await recorder.wait_written()
 
     def _inbox_inserted(self, message: UserMessage) -> None:
         if self._services.bus.has_listeners("agent/inbox/inserted"):
@@ -280,8 +399,11 @@ class Agent:
 
     def _wake_driver(self, after_abort: bool = False) -> None:
         """Start a turn on an idle agent, or latch the wake on a busy one."""
-        if self._draining:
+        if self._stage:
             return  # a disposing agent parks input; it never starts work again
+        recorder = self._recorder
+        if recorder is not None and recorder.fault is not None:
+            return  # no turn on a log that is not written: a latched wake parks
         phase = self._phase
         if not isinstance(phase, Idle):
             disposed = isinstance(phase.signal.cause, DisposedCancel)
@@ -364,12 +486,16 @@ class Agent:
         Runtime use only (the first half of disposal). Blocks until the current
         activity has ended; returns the errors of the scope's cleanups.
         """
-        self._draining = True
+        self._stage = _DRAINING
         self.cancel(DisposedCancel())
         await self.when_idle()
-        return self.scope._unwind()
+        errors = self.scope._unwind()
+        # The last inbox change is behind us: what is sent from now on could not
+        # be persisted, so it is refused rather than lost.
+        self._stage = _SEALED
+        return errors
 
     def _finish_dispose(self) -> None:
         """Mark the agent disposed and stop relaying its session. Runtime use only."""
-        self._disposed = True
+        self._stage = _DISPOSED
         self._unsubscribe()

@@ -69,12 +69,22 @@ class AgentStatusChanged:
 
 @attrs.frozen(eq=False)
 class AgentErrorEvent:
-    """``agent/error`` (emit): a turn failed with ``error``, before its ``turn/end``."""
+    """``agent/error`` (emit): something failed for ``agent``; ``phase`` says what.
+
+    ``phase="turn"``: turn ``turn`` failed with ``error`` (at ``step``, 0 before its
+    first step); emitted before its ``turn/end``. ``phase="persistence"``: the
+    session's log stopped being written (``error`` is a
+    :class:`~dsh_trio.errors.PersistenceError`); emitted at once, with the turn and
+    step open at the time (or the last turn), and only once per fault: until a write
+    succeeds again, waking input raises :class:`~dsh_trio.errors.PersistenceError`
+    and the open turn ends ``Errored`` with code ``"PERSISTENCE"``.
+    """
 
     agent: Agent
     turn: int
     step: int
     error: Exception
+    phase: Literal["turn", "persistence"] = "turn"
 
 
 # --------------------------------------------------------------------------- inbox

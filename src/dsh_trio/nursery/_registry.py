@@ -256,6 +256,7 @@ class AgentRegistry:
             )
         self._check_free(SessionId(session_id), parent)
         session, writer = await load_session(persistence, session_id)
+        # _publish owns the writer from here: it closes it if publication fails.
         return await self._publish(
             session, writer, options or AgentOptions(), parent, setup, "resume"
         )
@@ -301,10 +302,17 @@ class AgentRegistry:
         setup: Setup | None,
         source: CreationSource,
     ) -> AgentHandle:
-        self._check_free(session.id, parent)
-        agent = Agent(
-            session=session, options=options, services=self._runtime._services
-        )
+        try:
+            self._check_free(session.id, parent)
+            # Replays the inbox: a resumed log can still be refused here.
+            agent = Agent(
+                session=session, options=options, services=self._runtime._services
+            )
+        except BaseException:
+            if writer is not None:
+                with trio.CancelScope(shield=True):
+                    await writer.close()  # noqa: ASYNC102  # closing a file is bounded
+            raise
         handle = AgentHandle(agent, self)
         entry = _Entry(agent, handle, parent)
         self._entries[session.id] = entry
@@ -353,8 +361,9 @@ class AgentRegistry:
                     commit()
             if persistence is not None:
                 entry.recorder = await _start_recording(
-                    persistence, session, writer, runtime._spawn
+                    persistence, agent, writer, runtime._spawn
                 )
+                agent._attach_recorder(entry.recorder)
             if source == "resume":
                 session.append("session/end-seed", EndSeed())
             runtime.sessions._add(session)
@@ -447,15 +456,25 @@ class AgentRegistry:
 
 async def _start_recording(  # private; a resumed writer may have nothing left to write
     persistence: _Persistence,
-    session: Session,
+    agent: Agent,
     writer: SessionWriter | None,
     spawn: Callable[..., None],
 ) -> SessionRecorder:
+    session = agent.session
     if writer is None:
         writer = await persistence.create(session.header)
-    while writer.durable_seq < session.next_seq:
-        await writer.append(session.events[writer.durable_seq :], sync=True)
+    try:
+        while writer.durable_seq < session.next_seq:
+            await writer.append(session.events[writer.durable_seq :], sync=True)
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await writer.close()
+        raise
     # No checkpoint between the check above and subscribing: nothing can slip past.
     return SessionRecorder(  # noqa: ASYNC910
-        session, writer, durability=persistence.durability, spawn=spawn
+        session,
+        writer,
+        durability=persistence.durability,
+        spawn=spawn,
+        on_fault=agent._persistence_failed,
     )

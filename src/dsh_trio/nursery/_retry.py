@@ -8,8 +8,10 @@ import random as _random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
+import attrs
 import trio
 
+from ..errors import LlmError
 from ..events import EventBus
 from ..llm import ModelRegistry, RetryPolicy
 from ..loop import RequestFailed
@@ -101,6 +103,13 @@ def install_retry_listener(
     Otherwise it appends ``llm/retry`` to the agent's session, sleeps the delay (see
     :func:`retry_delay_ms`), appends ``llm/retry-started`` and returns ``Retry()``.
 
+    When the provider asked for a longer wait (``retry_after_ms`` above
+    ``max_delay_ms``) and no later listener retries either, the listener raises
+    :class:`~dsh_trio.errors.LlmError` with the same failure (same code, status and
+    ``retry_after_ms``) whose message says when to retry, e.g. ``rate limited; the
+    provider asks to retry after 60 s, more than max_delay_ms=10000: ...``; the turn
+    ends ``Errored`` with it.
+
     The sleep is cancelled with the turn: ``trio.Cancelled`` propagates and no
     ``llm/retry-started`` is written. Listeners registered later run only when this
     one delegates; ``prepend=True`` listeners run before it.
@@ -119,6 +128,18 @@ def install_retry_listener(
     return bus.on(
         "agent/request-error", functools.partial(_on_request_error, random=random)
     )
+
+
+def _too_long_to_wait(failure: LlmFailure, policy: RetryPolicy) -> LlmFailure:
+    """``failure`` with a message saying when the provider lets the request be retried."""
+    after = failure.retry_after_ms
+    assert after is not None  # only then does retry_delay_ms refuse
+    what = "rate limited" if failure.code == "RATE_LIMIT" else "request failed"
+    message = (
+        f"{what}; the provider asks to retry after {after / 1000:g} s, more than "
+        f"max_delay_ms={policy.max_delay_ms:g}: {failure.message}"
+    )
+    return attrs.evolve(failure, message=message)
 
 
 async def _on_request_error(
@@ -140,7 +161,10 @@ async def _on_request_error(
         return await next_()
     delay_ms = retry_delay_ms(policy, retry, failure, random)
     if delay_ms is None:
-        return await next_()
+        action = await next_()
+        if action is None:
+            raise LlmError(_too_long_to_wait(failure, policy))
+        return action
     if retry_id is None:
         retry_id = str(uuid.uuid4())
     data: dict[str, JsonValue] = {

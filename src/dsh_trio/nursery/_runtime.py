@@ -95,7 +95,10 @@ async def open_runtime(
     """Open a runtime whose nursery owns every agent created through it.
 
     Leaving the block disposes every live agent (children before parents) and
-    waits for every drain, also when the block raised; nothing keeps running.
+    waits for every drain, also when the block raised; nothing keeps running. When
+    the block raised and a disposal failed too, both are raised together in one
+    exception group (``except*`` on the block's exception matches); disposal
+    failures alone are raised as an :class:`ExceptionGroup`.
 
     Example::
 
@@ -130,9 +133,27 @@ async def open_runtime(
             runtime.models.register(provider, adapter, retry_policy=RetryPolicy())
         try:
             yield runtime
-        finally:
+        except BaseException as exc:
             with trio.CancelScope(shield=True):
-                await runtime._aclose()
+                try:
+                    await runtime._aclose()
+                except Exception as failed:
+                    if isinstance(exc, GeneratorExit):
+                        raise
+                    # Never mask the block's own exception: raise both, so
+                    # ``except*`` on either matches.
+                    failures = (
+                        list(failed.exceptions)
+                        if isinstance(failed, ExceptionGroup)
+                        else [failed]
+                    )
+                    raise BaseExceptionGroup(  # noqa: ASYNC104  # exc (Cancelled too) is re-raised inside the group
+                        "the runtime block raised, and disposing its agents failed",
+                        [exc, *failures],
+                    ) from None
+            raise
+        with trio.CancelScope(shield=True):
+            await runtime._aclose()
 
 
 def _make_tool_executor(tools: Sequence[Tool], max_parallel: int) -> ToolRegistry:

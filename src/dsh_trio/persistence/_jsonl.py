@@ -13,6 +13,7 @@ All disk work runs in worker threads, one hop per operation.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 from typing import TYPE_CHECKING, Final
 
@@ -26,16 +27,18 @@ from ..errors import (
     SessionNotFoundError,
 )
 from ..values import FORMAT_VERSION, SessionEvent, SessionHeader
+from ._damage import SalvagedTail, clear_first_writes, has_first_write
 from ._jsonl_lines import encode_header
 from ._jsonl_load import Scan, open_log, read_header
-from ._jsonl_lock import claim, release
+from ._jsonl_lock import acquire_lock, claim, new_token, release, write_lease
 from ._jsonl_paths import (
+    LOCK_FILE_NAME,
     LOG_FILE_NAME,
     check_id,
     encode_session_id,
     session_dir_for,
 )
-from ._jsonl_writer import JsonlWriter, WriterState
+from ._jsonl_writer import JsonlWriter, WriterState, stamp
 
 if TYPE_CHECKING:
     from ._persistence import Durability
@@ -99,15 +102,19 @@ class JsonlPersistence:
     async def create(self, header: SessionHeader) -> JsonlWriter:
         """Claim a new session; the log file appears with the first append.
 
-        Blocks while it checks (in a worker thread) that no log with this id exists
-        anywhere under the root. Cancelling releases the claim.
+        Blocks while a worker thread checks that no log with this id exists anywhere
+        under the root and takes the session's lease (its directory and lock file
+        are made now, so a second owner of the id fails here, not at its first
+        write). Cancelling releases the claim.
 
         Raises:
             InvalidSessionIdError: the id is empty, not a string, or too long, or
                 the header holds a lone surrogate (not encodable as UTF-8).
             SessionFormatError: ``header.version`` is not 3.
             SessionExistsError: a log with this id is already stored.
-            SessionLockedError: another writer in this process holds the id.
+            SessionLockedError: another writer (in this or another process) holds
+                the id.
+            OSError: the session's directory cannot be made under the root.
         """
         session_dir = session_dir_for(self._root, header)
         # Refuse an unwritable header now rather than at the first append.
@@ -120,12 +127,11 @@ class JsonlPersistence:
             )
         key = (self._root, header.id)
         claim(key)
+        token = new_token()
         try:
-            existing = await trio.to_thread.run_sync(self._locate, header.id)
-            if existing is not None:
-                raise SessionExistsError(
-                    header.id, os.path.join(existing, LOG_FILE_NAME)
-                )
+            created_root = await trio.to_thread.run_sync(
+                self._create_sync, header.id, session_dir, token
+            )
         except BaseException:
             release(key)
             raise
@@ -135,18 +141,34 @@ class JsonlPersistence:
             session_dir=session_dir,
             durable_seq=0,
             claim=key,
+            token=token,
+            created_root=created_root,
         )
 
     async def open(
         self, session_id: str
     ) -> tuple[JsonlWriter, builtins.list[SessionEvent]]:
-        """Claim a stored session, read it and cut off a torn tail (durably).
+        """Claim a stored session, read it and cut off a torn tail (kept, durably).
+
+        :meth:`open_salvaging` without the report of what was cut.
+        """
+        writer, events, _ = await self.open_salvaging(session_id)
+        return writer, events
+
+    async def open_salvaging(
+        self, session_id: str
+    ) -> tuple[JsonlWriter, builtins.list[SessionEvent], SalvagedTail | None]:
+        """Claim a stored session, read it and cut off a damaged tail (kept, durably).
 
         Blocks on a worker thread for the read. Exclusive ownership is taken before
-        anything is read. Cancelling releases the claim.
+        anything is read; an interrupted first write is completed then. Only a
+        damaged tail a crash can leave is cut, after its bytes are copied to a side
+        file beside the log (``session.v3.jsonl.damaged-<time>``); other damage is
+        refused and the file left as it is. Cancelling releases the claim.
 
         Returns:
-            The writer and the intact events, in order.
+            The writer, the intact events in order, and the cut tail (``None`` if
+            nothing was cut).
 
         Raises:
             InvalidSessionIdError: the id is empty or not a string.
@@ -154,15 +176,18 @@ class JsonlPersistence:
             SessionLockedError: another writer (in this or another process) holds it.
             SessionFormatError: the header names a foreign format version (the file
                 is left as it is).
-            SessionCorruptError: the header is damaged, or a line ending a turn
-                follows damaged lines (``seq`` names the damaged position).
+            SessionCorruptError: the header is damaged, a well-formed line is not a
+                valid event, or damage is followed by a line that parses (``seq``
+                and ``line`` name the damaged line; the file is left as it is).
+            OSError: a damaged tail could not be kept and cut.
         """
         check_id(session_id)
         key = (self._root, session_id)
         claim(key)
+        token = new_token()
         try:
-            session_dir, lock_fd, fd, scan = await trio.to_thread.run_sync(
-                self._open_sync, session_id
+            session_dir, ident, scan = await trio.to_thread.run_sync(
+                self._open_sync, session_id, token
             )
         except BaseException:
             release(key)
@@ -173,12 +198,12 @@ class JsonlPersistence:
             session_dir=session_dir,
             durable_seq=len(scan.events),
             claim=key,
+            token=token,
             state=WriterState.SYNCED,
-            fd=fd,
-            lock_fd=lock_fd,
             size=scan.good_end,
+            ident=ident,
         )
-        return writer, scan.events
+        return writer, scan.events, scan.salvaged
 
     async def exists(self, session_id: str) -> bool:
         """Whether a log is stored under ``session_id`` (a worker thread looks).
@@ -200,7 +225,11 @@ class JsonlPersistence:
     # ---- worker-thread side
 
     def _locate(self, session_id: str) -> str | None:
-        """The directory of the stored session ``session_id``, or ``None``."""
+        """The directory of the stored session ``session_id``, or ``None``.
+
+        A log whose first write was interrupted (a temporary file holding its
+        header) is stored too: opening it completes it.
+        """
         cached = self._dirs.get(session_id)
         if cached is not None and os.path.isfile(os.path.join(cached, LOG_FILE_NAME)):
             return cached
@@ -208,7 +237,9 @@ class JsonlPersistence:
         found: list[str] = []
         for project in _subdirs(self._root):
             candidate = os.path.join(project, encoded)
-            if os.path.isfile(os.path.join(candidate, LOG_FILE_NAME)):
+            if os.path.isfile(
+                os.path.join(candidate, LOG_FILE_NAME)
+            ) or has_first_write(candidate, session_id):
                 found.append(candidate)
         if not found:
             self._dirs.pop(session_id, None)
@@ -220,12 +251,58 @@ class JsonlPersistence:
         self._dirs[session_id] = found[0]
         return found[0]
 
-    def _open_sync(self, session_id: str) -> tuple[str, int, int, Scan]:
+    def _create_sync(self, session_id: str, session_dir: str, token: str) -> bool:
+        """Check the id is free, make its directory and take its lease.
+
+        Returns whether the root directory was made here.
+        """
+        existing = self._locate(session_id)
+        if existing is not None:
+            raise SessionExistsError(session_id, os.path.join(existing, LOG_FILE_NAME))
+        created_root = not os.path.isdir(self._root)
+        made_dir = not os.path.isdir(session_dir)
+        lock_fd = -1
+        for attempt in range(3):
+            os.makedirs(session_dir, exist_ok=True)
+            try:
+                lock_fd = acquire_lock(session_dir, session_id)
+                break
+            except FileNotFoundError:
+                # Another writer's close removed the empty directories just now.
+                if attempt == 2:
+                    raise
+        try:
+            path = os.path.join(session_dir, LOG_FILE_NAME)
+            if os.path.lexists(path):  # stored while we looked
+                raise SessionExistsError(session_id, path)
+            write_lease(lock_fd, token)
+        except BaseException:
+            if made_dir:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(session_dir, LOCK_FILE_NAME))
+                    os.rmdir(session_dir)
+            raise
+        finally:
+            os.close(lock_fd)
+        return created_root
+
+    def _open_sync(
+        self, session_id: str, token: str
+    ) -> tuple[str, tuple[int, int, int], Scan]:
         session_dir = self._locate(session_id)
+        if session_dir is None and clear_first_writes(self._root, session_id):
+            session_dir = self._locate(session_id)
         if session_dir is None:
             raise SessionNotFoundError(session_id)
         lock_fd, fd, scan = open_log(session_dir, session_id)
-        return session_dir, lock_fd, fd, scan
+        # The writer opens the log for each append: keep no file open.
+        try:
+            st = os.fstat(fd)
+            write_lease(lock_fd, token)
+        finally:
+            os.close(fd)
+            os.close(lock_fd)
+        return session_dir, stamp(st), scan
 
     def _list_sync(self) -> builtins.list[SessionHeader]:
         headers: builtins.list[SessionHeader] = []

@@ -10,10 +10,22 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from ..errors import InvalidEventError, InvalidSessionIdError
-from ..values import SessionEvent, SessionHeader, event_to_json, header_to_json
+from ..errors import (
+    InvalidEventError,
+    InvalidSessionIdError,
+    SessionCorruptError,
+    SessionFormatError,
+)
+from ..values import (
+    FORMAT_VERSION,
+    SessionEvent,
+    SessionHeader,
+    event_to_json,
+    header_from_json,
+    header_to_json,
+)
 
-__all__ = ["encode_events", "encode_header", "parse_line"]
+__all__ = ["encode_events", "encode_header", "parse_header", "parse_line"]
 
 _ENCODER: Final = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False
@@ -91,3 +103,47 @@ _DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
 def parse_line(line: bytes) -> object:
     """Parse one line; raises ``ValueError`` (or ``RecursionError``) if it is not JSON."""
     return _DECODER.decode(line.decode("utf-8"))
+
+
+def parse_header(line: bytes, path: str, session_id: str | None) -> SessionHeader:
+    """The header of the log at ``path`` from its first line (without the line end).
+
+    The version is checked first, on the raw object, as the reference does.
+
+    Raises:
+        SessionFormatError: the header names a foreign format version.
+        SessionCorruptError: the line is not a valid header, or names another id
+            than ``session_id`` (``line`` is 1).
+    """
+    try:
+        raw = parse_line(line)
+    except (ValueError, RecursionError) as exc:
+        raise SessionCorruptError(
+            f"session log {path}, line 1: the header line is not JSON ({exc})",
+            line=1,
+        ) from exc
+    if isinstance(raw, dict):
+        version = raw.get("version")
+        if (
+            isinstance(version, (int, float))
+            and not isinstance(version, bool)
+            and version != FORMAT_VERSION
+        ):
+            raise SessionFormatError(
+                f"session log {path} uses format version {version}; this library "
+                f"reads version {FORMAT_VERSION} only",
+                version=version,
+            )
+    try:
+        header = header_from_json(raw)
+    except SessionCorruptError as exc:
+        raise SessionCorruptError(
+            f"session log {path}, line 1 (the header): {exc}", line=1
+        ) from exc
+    if session_id is not None and header.id != session_id:
+        raise SessionCorruptError(
+            f'session log {path}, line 1 (the header): it holds session "{header.id}", '
+            f'not "{session_id}"',
+            line=1,
+        )
+    return header

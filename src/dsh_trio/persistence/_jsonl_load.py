@@ -1,30 +1,62 @@
-"""Reading a JSONL session log, and cutting off its torn tail when a writer opens it.
+"""Reading a JSONL session log, and recovering what a crash left when a writer opens it.
 
-A reader keeps every complete, valid line up to the first damaged one; the damaged
-tail is dropped (and cut off, durably, when a writer opens the log) unless a later
-line ends a turn, in which case committed data follows the damage and the log is
-refused as corrupt. Everything here is blocking file work for a worker thread.
+The log is streamed: it is read in blocks and split into lines, and only the decoded
+events are kept, so reading needs memory for the events, not for the file.
+
+What may be cut is only what a crash can leave: a **damaged tail**, which starts at
+the first damaged line and holds nothing that parses after it. A damaged line is a
+last line without its line end, a line that is not JSON, or a well-formed last
+surface event without its ``surfaceOp`` (the reference treats that one as torn
+too). Everything else is refused with :class:`SessionCorruptError` naming the line
+(``seq`` and ``line``) and the file is left byte for byte as it is: a well-formed
+line that is not a valid event, and damage followed by any line that parses (the
+damage is then not a crash's tail, and cutting it would lose what follows). When a
+writer opens a log with a damaged tail, the tail is copied into a side file and then
+cut off (:mod:`._damage`). Everything here is blocking file work for a worker thread.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
+from typing import Final
 
 import attrs
 
 from ..errors import SessionCorruptError, SessionFormatError, SessionNotFoundError
-from ..values import (
-    FORMAT_VERSION,
-    SessionEvent,
-    SessionHeader,
-    event_from_json,
-    header_from_json,
-)
-from ._jsonl_lines import parse_line
+from ..session import Session
+from ..values import SURFACE_TYPES, SessionEvent, SessionHeader, event_from_json
+from ._damage import SalvagedTail, complete_first_write, cut_tail
+from ._gc import gc_paused
+from ._jsonl_lines import parse_header, parse_line
 from ._jsonl_lock import acquire_lock
 from ._jsonl_paths import LOG_FILE_NAME
+from ._persistence import history_error
 
-__all__ = ["Scan", "scan_log", "read_header", "open_log"]
+__all__ = [
+    "Scan",
+    "Tail",
+    "iter_lines",
+    "open_log",
+    "read_header",
+    "scan_log",
+]
+
+_logger = logging.getLogger("dsh_trio")
+
+_BLOCK: Final = 1 << 20
+_HEADER_MAX: Final = 1 << 20
+
+
+@attrs.frozen
+class Tail:
+    """The damaged tail of a log: from byte ``offset`` to the end."""
+
+    offset: int
+    seq: int  # the seq its first line would have had
+    line: int  # the line number of its first line
+    reason: str
 
 
 @attrs.frozen
@@ -34,144 +66,183 @@ class Scan:
     header: SessionHeader
     events: list[SessionEvent]
     good_end: int  # bytes up to and including the last intact line
-    size: int
+    size: int  # the file's size when it was read
+    tail: Tail | None = None  # the damaged tail, if any (it starts at ``good_end``)
+    #: The tail that :func:`open_log` cut off and kept in a side file.
+    salvaged: SalvagedTail | None = None
 
 
-def scan_log(data: bytes, path: str, session_id: str | None) -> Scan:
-    """Read a whole log: the header, the intact event prefix and where it ends.
+def iter_lines(fd: int, start: int = 0) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines of ``fd`` from byte ``start``: ``(offset, line, has_line_end)``.
+
+    Reads blocks with ``pread`` (the file position is not used). The line is
+    given without its ``\\n``; only the last one can lack it.
+    """
+    offset = start  # where the next line starts
+    pieces: list[bytes] = []  # the start of a line that spans blocks
+    pos = start
+    while True:
+        block = os.pread(fd, _BLOCK, pos)
+        if not block:
+            break
+        pos += len(block)
+        begin = 0
+        end = block.find(b"\n")
+        if end >= 0 and pieces:
+            pieces.append(block[:end])
+            line = b"".join(pieces)
+            pieces.clear()
+            yield offset, line, True
+            offset += len(line) + 1
+            begin = end + 1
+            end = block.find(b"\n", begin)
+        while end >= 0:
+            yield offset, block[begin:end], True
+            offset += end + 1 - begin
+            begin = end + 1
+            end = block.find(b"\n", begin)
+        if begin < len(block):
+            pieces.append(block[begin:])
+    if pieces:
+        yield offset, b"".join(pieces), False
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        parse_line(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
+    """Read a whole log: the header, the intact events and a damaged tail.
+
+    Streams the file; holds the decoded events only.
 
     Raises:
         SessionFormatError: the header names a foreign format version.
-        SessionCorruptError: the header is damaged, names another id, or a line
-            ending a turn follows damaged lines.
+        SessionCorruptError: the header is damaged or names another id, a
+            well-formed line is not a valid event, or a line that parses follows
+            damage. ``seq`` and ``line`` name the damaged line.
     """
-    header_end = data.find(b"\n")
-    if header_end < 0:
+    lines = iter_lines(fd)
+    first = next(lines, None)
+    if first is None or not first[2]:
+        size = 0 if first is None else len(first[1])
         raise SessionCorruptError(
-            f"session log {path} has no complete header line ({len(data)} bytes)"
+            f"session log {path}, line 1: no complete header line ({size} bytes)",
+            line=1,
         )
-    try:
-        raw_header = parse_line(data[:header_end])
-    except (ValueError, RecursionError) as exc:
-        raise SessionCorruptError(
-            f"session log {path}: the header line is not JSON ({exc})"
-        ) from exc
-    if isinstance(raw_header, dict):
-        version = raw_header.get("version")
-        if (
-            isinstance(version, (int, float))
-            and not isinstance(version, bool)
-            and version != FORMAT_VERSION
-        ):
-            raise SessionFormatError(
-                f"session log {path} uses format version {version}; this library "
-                f"reads version {FORMAT_VERSION} only",
-                version=version,
-            )
-    try:
-        header = header_from_json(raw_header)
-    except SessionCorruptError as exc:
-        raise SessionCorruptError(f"session log {path}: {exc}") from exc
-    if session_id is not None and header.id != session_id:
-        raise SessionCorruptError(
-            f'session log {path} holds session "{header.id}", not "{session_id}"'
-        )
-
+    header = parse_header(first[1], path, session_id)
     events: list[SessionEvent] = []
-    good_end = header_end + 1
-    damage: tuple[int, int, str] | None = None  # (seq, line number, what)
-    start = good_end
+    append = events.append
+    good_end = len(first[1]) + 1
+    size = good_end
+    tail: Tail | None = None
     line_no = 1
-    while True:
-        end = data.find(b"\n", start)
-        if end < 0:
-            break  # a final line without newline is a torn tail
-        line = data[start:end]
+    # Type names repeat on every line: share one string per type.
+    types: dict[str, str] = {}
+    for offset, line, whole in lines:
         line_no += 1
-        if damage is None:
-            expected = len(events)
-            obj: object = None
-            try:
-                obj = parse_line(line)
-                events.append(event_from_json(obj, expected_seq=expected))
-                good_end = end + 1
-            except (ValueError, RecursionError) as exc:
-                # SessionCorruptError is a ValueError: a bad event or a seq gap.
-                damage = (expected, line_no, str(exc))
-                if isinstance(obj, dict) and obj.get("type") == "turn/end":
-                    _refuse_damage(path, damage, line_no)
-        else:
-            # Parse what can be parsed: damaged logs are rare, so no shortcut here.
-            try:
-                obj = parse_line(line)
-            except (ValueError, RecursionError):
-                obj = None
-            if isinstance(obj, dict) and obj.get("type") == "turn/end":
-                _refuse_damage(path, damage, line_no)
-        start = end + 1
-    return Scan(header=header, events=events, good_end=good_end, size=len(data))
-
-
-def _refuse_damage(path: str, damage: tuple[int, int, str], turn_end_line: int) -> None:
-    seq, line_no, what = damage
-    raise SessionCorruptError(
-        f"session log {path} is damaged at seq {seq} (line {line_no}: {what}), and "
-        f"line {turn_end_line} after it ends a turn: committed data follows the damage",
-        seq=seq,
-    )
+        size = offset + len(line) + whole
+        if tail is not None:
+            if whole and _parses(line):
+                raise SessionCorruptError(
+                    f"session log {path} is damaged at line {tail.line} (seq "
+                    f"{tail.seq}: {tail.reason}), and line {line_no} after it parses: "
+                    "the damage is not a torn tail, and cutting it would lose what "
+                    "follows; the log is left unchanged",
+                    seq=tail.seq,
+                    line=tail.line,
+                )
+            continue
+        seq = len(events)
+        if not whole:
+            tail = Tail(
+                offset,
+                seq,
+                line_no,
+                f"the last line ({len(line)} bytes) has no line end",
+            )
+            continue
+        try:
+            obj = parse_line(line)
+        except (ValueError, RecursionError) as exc:
+            tail = Tail(offset, seq, line_no, f"the line is not JSON: {exc}")
+            continue
+        if isinstance(obj, dict):
+            type_ = obj.get("type")
+            if isinstance(type_, str):
+                obj["type"] = types.setdefault(type_, type_)
+        try:
+            event = event_from_json(obj, expected_seq=seq)
+        except (SessionCorruptError, RecursionError) as exc:
+            raise SessionCorruptError(
+                f"session log {path}, line {line_no} (seq {seq}): {exc}; the line is "
+                "well-formed but not a valid event, so the log is left unchanged",
+                seq=seq,
+                line=line_no,
+            ) from exc
+        if event.surface_op is None and event.type in SURFACE_TYPES:
+            # What the reference reads as a torn write: cut if nothing follows.
+            tail = Tail(
+                offset, seq, line_no, f"a {event.type} event without its surfaceOp"
+            )
+            continue
+        append(event)
+        good_end = offset + len(line) + 1
+    return Scan(header=header, events=events, good_end=good_end, size=size, tail=tail)
 
 
 def read_header(path: str) -> SessionHeader | None:
     """The header of the log at ``path``, or ``None`` if it is missing or unreadable."""
     try:
         with open(path, "rb") as f:
-            line = f.readline()
+            line = f.readline(_HEADER_MAX)
     except OSError:
         return None
     if not line.endswith(b"\n"):
         return None
     try:
-        return scan_log(line, path, None).header
+        return parse_header(line[:-1], path, None)
     except (SessionCorruptError, SessionFormatError):
         return None
 
 
-def _read_all(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks: list[bytes] = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, max(size - offset, 1 << 16), offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
-
-
 def open_log(session_dir: str, session_id: str) -> tuple[int, int, Scan]:
-    """Lock the log in ``session_dir``, read it and cut off a torn tail (fsynced).
+    """Lock the log in ``session_dir``, read it and cut off a damaged tail (kept).
+
+    An interrupted first write is completed (or cleared) first. A damaged tail is
+    cut only once the history before it is known to be valid (restored as a
+    :class:`Session`), so a refused log is left byte for byte as it is; its bytes
+    are copied to a side file, fsynced, before the log is cut (fsynced), and the
+    cut is logged as a warning on the ``dsh_trio`` logger.
 
     Returns:
-        The lock fd, the log's fd (open for appending) and the scan.
+        The lock fd, the log's fd (open for appending) and the scan
+        (``scan.salvaged`` reports a cut).
 
     Raises:
         SessionNotFoundError: the log file is gone.
         SessionLockedError: another process holds the lock.
-        SessionFormatError, SessionCorruptError: as :func:`scan_log`.
+        SessionFormatError, SessionCorruptError: as :func:`scan_log`, or the
+            history before a damaged tail is not a valid session.
+        OSError: the tail could not be kept and cut (the log is unchanged).
     """
     path = os.path.join(session_dir, LOG_FILE_NAME)
     lock_fd = acquire_lock(session_dir, session_id)
     try:
+        complete_first_write(session_dir, session_id)
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND)
         except FileNotFoundError:
             raise SessionNotFoundError(session_id) from None
         try:
-            scan = scan_log(_read_all(fd), path, session_id)
-            if scan.good_end < scan.size:
-                os.ftruncate(fd, scan.good_end)
-                os.fsync(fd)
+            with gc_paused():
+                scan = scan_log(fd, path, session_id)
+                if scan.tail is not None:
+                    scan = _salvage(fd, session_dir, path, scan, scan.tail)
         except BaseException:
             os.close(fd)
             raise
@@ -179,3 +250,21 @@ def open_log(session_dir: str, session_id: str) -> tuple[int, int, Scan]:
         os.close(lock_fd)
         raise
     return lock_fd, fd, scan
+
+
+def _salvage(fd: int, session_dir: str, path: str, scan: Scan, tail: Tail) -> Scan:
+    try:
+        Session.restore(scan.header, scan.events)
+    except SessionCorruptError as exc:
+        raise history_error(exc, f"session log {path}") from exc
+    salvaged = cut_tail(
+        fd,
+        session_dir,
+        offset=tail.offset,
+        size=scan.size - tail.offset,
+        seq=tail.seq,
+        line=tail.line,
+        reason=tail.reason,
+    )
+    _logger.warning('session "%s": %s', scan.header.id, salvaged.describe())
+    return attrs.evolve(scan, size=tail.offset, tail=None, salvaged=salvaged)

@@ -4,6 +4,8 @@
 
     <root>/<projectDir>/<encodedId>/session.v3.jsonl
     <root>/<projectDir>/<encodedId>/session.lock
+    <root>/<projectDir>/<encodedId>/.session.v3.jsonl.<random>.tmp      (a first write)
+    <root>/<projectDir>/<encodedId>/session.v3.jsonl.damaged-<time>     (cut bytes)
 
 ``projectDir`` is ``_no-cwd`` or ``--<slug>--`` (from the header's ``cwd``);
 ``encodedId`` is the session id with every code unit outside ``[A-Za-z0-9._-]`` (and
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 from typing import Final
 
@@ -22,7 +25,12 @@ from ..values import FORMAT_VERSION, SessionHeader
 __all__ = [
     "LOG_FILE_NAME",
     "LOCK_FILE_NAME",
+    "DAMAGED_PREFIX",
+    "FIRST_WRITE_PREFIX",
+    "FIRST_WRITE_SUFFIX",
     "check_id",
+    "damaged_file_name",
+    "is_first_write",
     "encode_session_id",
     "project_dir_name",
     "session_dir_for",
@@ -32,6 +40,12 @@ __all__ = [
 LOG_FILE_NAME: Final = f"session.v{FORMAT_VERSION}.jsonl"
 #: The lock file's name inside its session directory.
 LOCK_FILE_NAME: Final = "session.lock"
+#: A log's first write goes to ``FIRST_WRITE_PREFIX + <random> + FIRST_WRITE_SUFFIX``
+#: beside it, fsynced, then linked into place.
+FIRST_WRITE_PREFIX: Final = f".{LOG_FILE_NAME}."
+FIRST_WRITE_SUFFIX: Final = ".tmp"
+#: Bytes cut off a log are kept in ``DAMAGED_PREFIX + <time>`` beside it.
+DAMAGED_PREFIX: Final = f"{LOG_FILE_NAME}.damaged-"
 _NO_CWD: Final = "_no-cwd"
 _NAME_MAX: Final = 255
 
@@ -119,3 +133,17 @@ def session_dir_for(root: str, header: SessionHeader) -> str:
             f"encoded, at most {_NAME_MAX}): {header.id[:40]!r}..."
         )
     return os.path.join(root, project_dir_name(header.cwd), encoded)
+
+
+def is_first_write(name: str) -> bool:
+    """Whether ``name`` is the temporary file of a log's first write."""
+    return name.startswith(FIRST_WRITE_PREFIX) and name.endswith(FIRST_WRITE_SUFFIX)
+
+
+def damaged_file_name(when: datetime.datetime) -> str:
+    """The side file name for bytes cut at ``when`` (UTC, to the millisecond).
+
+    Example: ``session.v3.jsonl.damaged-20260301T101500.250Z``.
+    """
+    utc = when.astimezone(datetime.UTC)
+    return f"{DAMAGED_PREFIX}{utc:%Y%m%dT%H%M%S}.{utc.microsecond // 1000:03d}Z"

@@ -6,6 +6,11 @@ file and, on any failure, cut the file back to its previous size. Where the log
 stands is one :class:`WriterState`; every change of it goes through
 :func:`_next_state` and its table of transitions.
 
+The log is opened for each operation and closed after it, so an idle writer holds no
+file descriptor. Before each append the writer checks that the file is still the one
+it wrote, with the size it left (a fence against a second writer that ignored the
+lease); a mismatch refuses the append and leaves the file alone.
+
 All disk work runs in worker threads, one hop per operation.
 """
 
@@ -22,19 +27,32 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
-from ..errors import PersistenceSeqError, SessionExistsError
+from ..errors import PersistenceSeqError, SessionExistsError, SessionLockedError
 from ..values import SessionEvent, SessionHeader
 from ._jsonl_lines import encode_events, encode_header
-from ._jsonl_lock import acquire_lock, release
+from ._jsonl_lock import release, release_lease
 from ._jsonl_paths import LOG_FILE_NAME
 
 if TYPE_CHECKING:
     from ._jsonl import JsonlPersistence
 
-__all__ = ["JsonlWriter", "WriterState", "write_all", "sync_data", "sync_dir"]
+__all__ = [
+    "JsonlWriter",
+    "WriterState",
+    "open_file",
+    "stamp",
+    "write_all",
+    "sync_data",
+    "sync_dir",
+]
 
 
 # --------------------------------------------------------------------------- disk helpers
+
+
+def open_file(path: str, flags: int, mode: int = 0o644) -> int:
+    """Open ``path`` (the one place the writer opens a log or its temporary file)."""
+    return os.open(path, flags, mode)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -43,6 +61,11 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
+
+
+def stamp(st: os.stat_result) -> tuple[int, int, int]:
+    """What identifies a log file as a writer left it: device, inode, modification time."""
+    return st.st_dev, st.st_ino, st.st_mtime_ns
 
 
 def sync_data(fd: int) -> None:
@@ -144,7 +167,8 @@ class JsonlWriter:
     """The write claim on one session's JSONL log (a :class:`SessionWriter`).
 
     Made by :class:`JsonlPersistence`: ``create`` gives one in state ``UNWRITTEN``,
-    ``open`` one holding the opened log in state ``SYNCED``.
+    ``open`` one for the opened log in state ``SYNCED``. It holds the session's
+    lease (``token``) until :meth:`close`, and no open file between operations.
     """
 
     _owner: JsonlPersistence
@@ -152,10 +176,13 @@ class JsonlWriter:
     _session_dir: str
     _durable_seq: int
     _claim: tuple[str, str]
+    _token: str = attrs.field(kw_only=True)
     _state: WriterState = attrs.field(kw_only=True, default=WriterState.UNWRITTEN)
-    _fd: int | None = attrs.field(kw_only=True, default=None)
-    _lock_fd: int | None = attrs.field(kw_only=True, default=None)
     _size: int = attrs.field(kw_only=True, default=0)
+    #: ``(st_dev, st_ino, st_mtime_ns)`` of the log file as this writer left it.
+    _ident: tuple[int, int, int] | None = attrs.field(kw_only=True, default=None)
+    #: Whether the claim created the root directory (its parent is synced too).
+    _created_root: bool = attrs.field(kw_only=True, default=False)
     _lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
 
     @property
@@ -195,7 +222,8 @@ class JsonlWriter:
             PersistenceSeqError: the batch does not continue the written log.
             trio.ClosedResourceError: the writer was closed.
             SessionExistsError: another owner stored a log under the id first.
-            SessionLockedError: another process holds the id.
+            SessionLockedError: another writer changed the log since this one
+                wrote it (the file is left as it is).
             OSError: the disk refused the write; the file is as it was.
         """
         async with self._lock:
@@ -220,7 +248,8 @@ class JsonlWriter:
     async def close(self) -> None:
         """Fsync what is unsynced (unless durability is ``"none"``) and release the claim.
 
-        Idempotent; waits for an append in progress; shielded from cancellation.
+        Idempotent; waits for an append in progress; shielded from cancellation. A
+        session that never stored a log leaves nothing on disk.
 
         Raises:
             OSError: the final fsync failed (the claim is released all the same).
@@ -232,7 +261,7 @@ class JsonlWriter:
                     return
                 self._state = _next_state(before, _Step.CLOSED)
                 try:
-                    await trio.to_thread.run_sync(self._close_sync, before.unsynced)
+                    await trio.to_thread.run_sync(self._close_sync, before)
                 finally:
                     release(self._claim)
 
@@ -244,72 +273,97 @@ class JsonlWriter:
             if events:
                 self._materialise(data, len(events))
             return
-        fd = self._fd
-        assert fd is not None
-        if self._state.torn:
-            os.ftruncate(fd, self._size)
-            self._state = _next_state(self._state, _Step.CUT)
+        fd = self._open_log()
         try:
-            if data:
-                write_all(fd, data)
-            if sync:
-                sync_data(fd)
-        except BaseException:
-            try:
+            if self._state.torn:
                 os.ftruncate(fd, self._size)
-            except OSError:
-                self._state = _next_state(self._state, _Step.CUT_FAILED)
-            raise
+                self._state = _next_state(self._state, _Step.CUT)
+            try:
+                if data:
+                    write_all(fd, data)
+                if sync:
+                    sync_data(fd)
+            except BaseException:
+                try:
+                    os.ftruncate(fd, self._size)
+                    self._ident = stamp(os.fstat(fd))
+                except OSError:
+                    self._state = _next_state(self._state, _Step.CUT_FAILED)
+                raise
+            self._ident = stamp(os.fstat(fd))
+        finally:
+            os.close(fd)
         self._size += len(data)
         self._durable_seq += len(events)
         self._state = _next_state(
             self._state, _Step.WROTE_SYNCED if sync else _Step.WROTE_UNSYNCED
         )
 
+    def _open_log(self) -> int:
+        """Open the log for appending, after checking it is the file this writer left.
+
+        Raises:
+            SessionLockedError: the file was replaced or written by someone else.
+            OSError: it cannot be opened.
+        """
+        fd = open_file(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            st = os.fstat(fd)
+            now, left, size = stamp(st), self._ident, st.st_size
+            torn = self._state.torn
+            if left is None or now[:2] != left[:2]:
+                found = "a different file"
+            elif size < self._size or (size > self._size and not torn):
+                found = f"{size} bytes"
+            elif now[2] != left[2] and not torn:
+                found = "a file modified since"
+            else:
+                return fd
+            raise SessionLockedError(
+                f'session "{self._header.id}": its log {self.path} was changed by '
+                f"another writer (this writer left {self._size} bytes, found {found}); "
+                "nothing more is written to it"
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+
     def _materialise(self, batch: bytes, count: int) -> None:
         data = encode_header(self._header) + batch
         session_dir = self._session_dir
-        created_root = not os.path.isdir(self._owner.root)
-        os.makedirs(session_dir, exist_ok=True)
-        locked_here = self._lock_fd is None
-        if locked_here:
-            self._lock_fd = acquire_lock(session_dir, self._header.id)
-        try:
-            self._link_new_log(data)
-        except BaseException:
-            if locked_here and self._lock_fd is not None:
-                # Do not keep someone else's session locked over a failed create.
-                os.close(self._lock_fd)
-                self._lock_fd = None
-            raise
+        ident = self._link_new_log(data)
         try:
             sync_dir(session_dir)
             sync_dir(os.path.dirname(session_dir))
             sync_dir(self._owner.root)
-            if created_root:
+            if self._created_root:
                 sync_dir(os.path.dirname(self._owner.root))
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         except BaseException:
             # Keep the promise that a failed append leaves nothing behind.
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
             raise
+        self._ident = ident
         self._state = _next_state(self._state, _Step.CREATED)
         self._size = len(data)
         self._durable_seq += count
         self._owner._dirs[self._header.id] = session_dir
 
-    def _link_new_log(self, data: bytes) -> None:
-        """Write ``data`` to a temporary file, fsync it, link it to the log path."""
+    def _link_new_log(self, data: bytes) -> tuple[int, int, int]:
+        """Write ``data`` to a temporary file, fsync it, link it to the log path.
+
+        Returns the :func:`stamp` of the new log.
+        """
         path = self.path
         tmp = os.path.join(
             self._session_dir, f".{LOG_FILE_NAME}.{uuid.uuid4().hex}.tmp"
         )
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             try:
                 write_all(fd, data)
                 os.fsync(fd)
+                st = os.fstat(fd)
             finally:
                 os.close(fd)
             try:
@@ -319,15 +373,19 @@ class JsonlWriter:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+        return stamp(st)
 
-    def _close_sync(self, unsynced: bool) -> None:
-        fd, lock_fd = self._fd, self._lock_fd
-        self._fd = self._lock_fd = None
+    def _close_sync(self, before: WriterState) -> None:
         try:
-            if fd is not None and unsynced and self._owner.durability != "none":
-                sync_data(fd)
+            if before.unsynced and self._owner.durability != "none":
+                fd = open_file(self.path, os.O_WRONLY)
+                try:
+                    sync_data(fd)
+                finally:
+                    os.close(fd)
         finally:
-            if fd is not None:
-                os.close(fd)
-            if lock_fd is not None:
-                os.close(lock_fd)
+            release_lease(
+                self._session_dir,
+                self._token,
+                remove=before is WriterState.UNWRITTEN,
+            )

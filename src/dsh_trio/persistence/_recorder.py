@@ -2,16 +2,21 @@
 
 ``Session.append`` is synchronous memory; the recorder hears each committed event,
 queues it, and has a background task write the queue in batches. The task exists only
-while there is something to write, so an idle session costs no task.
+while there is something to write, so an idle session costs no task. A failed write
+is a *fault*: reported at once (the ``dsh_trio`` log and ``on_fault``), kept until a
+write succeeds again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 import trio
+
+from ..errors import PersistenceError
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -20,8 +25,18 @@ if TYPE_CHECKING:
 
 __all__ = ["SessionRecorder", "persist_new_session"]
 
+logger = logging.getLogger("dsh_trio")
+
 #: Starts a background task (the runtime passes ``nursery.start_soon``).
 Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+
+
+def _noop_fault(error: PersistenceError) -> None:
+    return None
+
+
+def _noop() -> None:
+    return None
 
 
 @attrs.define(eq=False)
@@ -32,8 +47,14 @@ class SessionRecorder:
     starts one writer task (through ``spawn``), which writes the whole queue as one
     batch, then the next, and ends when the queue is empty. A batch is fsynced when
     durability is ``"always"``, or ``"turn"`` and the batch holds a ``turn/end``. A
-    failed write keeps its events at the head of the queue; the next append or
-    :meth:`flush` retries it, and :meth:`flush` reports the failure.
+    failed write keeps its events at the head of the queue; the next append,
+    :meth:`wait_written` or :meth:`flush` retries it, and the last two report the
+    failure as a :class:`PersistenceError`.
+
+    The first failed write after a success starts a *fault*: it is logged on the
+    ``dsh_trio`` logger and passed to ``on_fault`` at once (from the task that
+    wrote), and :attr:`fault` holds it until a write succeeds again, which is logged
+    and reported to ``on_recover``.
 
     Events the session holds beyond what the writer has written are queued at
     construction, so a recorder may be attached at any point.
@@ -52,15 +73,21 @@ class SessionRecorder:
         writer: its log's writer; the recorder closes it in :meth:`aclose`.
         durability: the fsync policy.
         spawn: starts a background task.
+        on_fault: called (synchronously) when writes start failing.
+        on_recover: called (synchronously) when a write succeeds after a fault.
     """
 
     _session: Session
     _writer: SessionWriter
     _durability: Durability = attrs.field(kw_only=True)
     _spawn: Spawn = attrs.field(kw_only=True)
+    _on_fault: Callable[[PersistenceError], None] = attrs.field(
+        kw_only=True, default=_noop_fault
+    )
+    _on_recover: Callable[[], None] = attrs.field(kw_only=True, default=_noop)
     _pending: list[SessionEvent] = attrs.field(init=False, factory=list)
     _task_running: bool = attrs.field(init=False, default=False)
-    _error: Exception | None = attrs.field(init=False, default=None)
+    _fault: PersistenceError | None = attrs.field(init=False, default=None)
     _unsynced: bool = attrs.field(init=False, default=False)
     _closed: bool = attrs.field(init=False, default=False)
     _lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
@@ -81,6 +108,11 @@ class SessionRecorder:
     def writer(self) -> SessionWriter:
         """The writer the recorder writes through."""
         return self._writer
+
+    @property
+    def fault(self) -> PersistenceError | None:
+        """The failure of the last write, while writes fail; ``None`` when healthy."""
+        return self._fault
 
     @trio.lowlevel.enable_ki_protection
     def _on_event(self, event: SessionEvent) -> None:
@@ -105,10 +137,9 @@ class SessionRecorder:
                         self._task_running = False
                         return
                     await self._write_pending(flushing=False)
-                except Exception as exc:
-                    # Kept for flush(): a background write must not crash the
-                    # owner's nursery.
-                    self._error = exc
+                except PersistenceError:
+                    # Reported and kept for flush(): a background write must not
+                    # crash the owner's nursery.
                     self._task_running = False
                     return
                 finally:
@@ -128,42 +159,115 @@ class SessionRecorder:
             )
         try:
             await self._writer.append(batch, sync=sync)
+        except Exception as exc:
+            raise self._failed(exc, batch) from exc
         finally:
             # What the writer holds is written, whatever happened after.
             written = self._writer.durable_seq - batch[0].seq
             if written > 0:
                 del self._pending[:written]
-        self._error = None
         self._unsynced = not sync
+        if self._fault is not None:
+            self._recovered()
+
+    def _failed(
+        self, exc: Exception, batch: Sequence[SessionEvent]
+    ) -> PersistenceError:
+        """The :class:`PersistenceError` for ``exc``; starts a fault if healthy."""
+        sid = self._session.id
+        if batch:
+            what = f"events {batch[0].seq}-{batch[-1].seq}"
+        else:
+            what = "an fsync of the written events"
+        error = PersistenceError(
+            f'session "{sid}": writing {what} to its log failed: {exc}',
+            session_id=sid,
+            cause=exc,
+        )
+        error.__cause__ = exc
+        if self._fault is None:
+            self._fault = error
+            logger.error(
+                "%s; %d events wait to be written (a flush retries)",
+                error,
+                len(self._pending),
+            )
+            self._on_fault(error)
+        else:
+            self._fault = error
+        return error
+
+    def _recovered(self) -> None:
+        self._fault = None
+        logger.warning('session "%s": its log is being written again', self._session.id)
+        self._on_recover()
+
+    async def wait_written(self) -> None:
+        """Wait until every event queued so far is written (not necessarily fsynced).
+
+        Writes what is queued itself, after a background write in progress, with
+        the recorder's fsync policy; retries after a fault. Returns after one
+        checkpoint when nothing is queued. If cancelled, the queue keeps whatever
+        was not written.
+
+        Raises:
+            PersistenceError: a write failed; the events stay queued.
+        """
+        pending = self._pending
+        if not pending:
+            await trio.lowlevel.checkpoint()
+            return
+        end = pending[-1].seq
+        async with self._lock:
+            while pending and pending[0].seq <= end:
+                if self._closed:
+                    raise self._closed_error()
+                await self._write_pending(flushing=False)
+
+    def _closed_error(self) -> PersistenceError:
+        sid = self._session.id
+        return PersistenceError(
+            f'session "{sid}": its log was closed with {len(self._pending)} events '
+            "not written",
+            session_id=sid,
+            cause=self._fault,
+        )
 
     async def flush(self) -> None:
         """Wait until every event queued so far is written and durable.
 
         Writes what is queued itself (fsynced unless durability is ``"none"``),
-        retrying a batch whose background write failed. Blocks on the disk; if
-        cancelled, the queue keeps whatever was not written.
+        retrying a batch whose background write failed; a success ends a fault.
+        Blocks on the disk; if cancelled, the queue keeps whatever was not written.
+        After :meth:`aclose`, returns at once if everything was written.
 
         Raises:
-            OSError: or whatever else the writer raised; the events stay queued and a
-                later append or flush retries them.
+            PersistenceError: a write failed (``__cause__`` is what the writer
+                raised); the events stay queued and a later append or flush
+                retries them. After :meth:`aclose`: events were left unwritten.
         """
         async with self._lock:
+            if self._closed:
+                if self._pending:
+                    raise self._closed_error()
+                return
             await self._flush_locked()
 
     async def _flush_locked(self, *, closing: bool = False) -> None:  # noqa: ASYNC910  # private: the scheduler around it checkpoints
-        try:
-            while self._pending:
-                await self._write_pending(flushing=True)
-            if closing:
-                # Right after the last emptiness check, with no checkpoint between:
-                # no event can slip in unheard and unwritten.
-                self._stop_listening()
-            if self._unsynced and self._durability != "none":
+        while self._pending:
+            await self._write_pending(flushing=True)
+        if closing:
+            # Right after the last emptiness check, with no checkpoint between:
+            # no event can slip in unheard and unwritten.
+            self._stop_listening()
+        if self._unsynced and self._durability != "none":
+            try:
                 await self._writer.append([], sync=True)
-                self._unsynced = False
-        except Exception as exc:
-            self._error = exc
-            raise
+            except Exception as exc:
+                raise self._failed(exc, ()) from exc
+            self._unsynced = False
+            if self._fault is not None:
+                self._recovered()
 
     def _stop_listening(self) -> None:
         if self._unsubscribe is not None:
@@ -178,9 +282,9 @@ class SessionRecorder:
         fails.
 
         Raises:
-            OSError: or whatever else the writer raised while flushing or closing;
-                events that could not be written stay counted in
-                :attr:`pending_count`.
+            PersistenceError: the flush failed; events that could not be written
+                stay counted in :attr:`pending_count`.
+            OSError: the writer's close failed.
         """
         with trio.CancelScope(shield=True):
             async with self._lock:

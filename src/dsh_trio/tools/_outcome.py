@@ -22,11 +22,13 @@ from ..values import (
     check_json,
     check_typed,
 )
+from ._specs import clip
 from ._tool import Tool, ToolContext, ToolResult, _to_content
 
 __all__ = [
     "Outcome",
     "aborted",
+    "crashed",
     "error_outcome",
     "invoke",
     "skipped",
@@ -81,6 +83,25 @@ def _failure(exc: Exception, contexts: tuple[UserMessage, ...]) -> Outcome:
     )
 
 
+def crashed(
+    name: str, exc: BaseException, contexts: tuple[UserMessage, ...]
+) -> Outcome:
+    """The result of a call to tool ``name`` whose body escaped with ``exc``.
+
+    ``exc`` is not an ``Exception`` (those are results, see :func:`invoke`) and it
+    still propagates, ending the turn; this is what the history keeps, so the call
+    is not left without a result.
+    """
+    why = str(exc)
+    return error_outcome(
+        f"Error: tool {name!r} was stopped by {type(exc).__name__}"
+        + (f": {clip(why, 300)}" if why else "")
+        + "; the turn ended",
+        ToolErrorInfo(type(exc).__name__, "TOOL_ERROR"),
+        contexts,
+    )
+
+
 def _invalid_output(tool: Tool, why: str, contexts: tuple[UserMessage, ...]) -> Outcome:
     return error_outcome(
         f"Error: tool {tool.name!r} returned an invalid result: {why}",
@@ -104,9 +125,13 @@ def _settle(tool: Tool, ctx: ToolContext, value: object) -> Outcome:
             content = _to_content(value)  # type: ignore[arg-type]
         check_typed(ToolResultBlock, ToolResultBlock(ctx.call_id, content, is_error))
     except TypeError as exc:
-        return _invalid_output(tool, str(exc), contexts)
+        return _invalid_output(tool, clip(str(exc), 300), contexts)
     except DataShapeError as exc:
-        return _invalid_output(tool, exc.describe("result"), contexts)
+        return _invalid_output(tool, clip(exc.describe("result"), 300), contexts)
+    except Exception as exc:  # e.g. RecursionError from a too-deep meta: a result still
+        return _invalid_output(
+            tool, f"{type(exc).__name__}: {clip(str(exc), 300)}", contexts
+        )
     return Outcome(
         content=content,
         is_error=is_error,

@@ -128,12 +128,15 @@ class ToolRegistry:
         bodies; any other call runs alone. ``tool/call`` is appended as a call
         starts, results are committed in model order, and the contexts a call
         deferred enter the agent's next-step inbox right after its result. An
-        unknown tool, invalid arguments or a failing body yield error results.
+        unknown tool, invalid arguments (``INVALID_ARGS``: whatever the text, see
+        :func:`tool`) or a failing body yield error results.
 
         Cancellation: when the turn is cancelled, running bodies are cancelled;
         each started call still gets a result (``ABORTED``, or its error), each
         unstarted call gets a ``tool/call`` plus an ``ABORTED_BEFORE_DISPATCH``
-        result, and then :class:`trio.Cancelled` propagates.
+        result, and then :class:`trio.Cancelled` propagates. So with a failure: a
+        body escaping with a ``BaseException`` gets a ``TOOL_ERROR`` result, the
+        other calls as above, and then the exception propagates.
 
         Returns:
             True if a call's successful result concluded the turn.

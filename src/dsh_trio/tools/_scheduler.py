@@ -5,11 +5,14 @@ whose bodies overlap in a bounded pool; any other call (exclusive, unknown, or w
 invalid arguments) is a barrier of its own. ``tool/call`` is appended when a call
 starts; ``tool/result`` events are committed strictly in model order, each followed by
 the contexts its call deferred. A cancelled turn still closes every call it started,
-and gives each unstarted call a skipped pair.
+and gives each unstarted call a skipped pair. So does a failure inside the
+scheduler or a body escaping with a ``BaseException``: every call of the message has
+a result in the history before the failure propagates.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -28,15 +31,18 @@ from ..values import (
     ToolSource,
     UserMessage,
     new_message_id,
+    utf8_ok,
 )
 from ._arguments import parse_arguments
 from ._outcome import (
     Outcome,
     aborted,
+    crashed,
     error_outcome,
     invoke,
     skipped,
 )
+from ._specs import clip
 from ._tool import Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -44,6 +50,10 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
 __all__ = ["execute_tool_calls"]
+
+logger = logging.getLogger("dsh_trio")
+
+_INVALID_ARGS = ToolErrorInfo("ToolArgumentsError", "INVALID_ARGS")
 
 
 def _cancellation_only(exc: BaseException) -> bool:
@@ -62,6 +72,13 @@ def _failures(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for e in exc.exceptions for leaf in _failures(e)]
     return [exc]
+
+
+def _loggable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (as is, if it has none)."""
+    if utf8_ok(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 @attrs.define(eq=False)
@@ -93,7 +110,8 @@ class _Run:
     committed: int = 0
     in_flight: int = 0
     concluded: bool = False
-    # A body escaped with a BaseException: start and commit nothing more.
+    # The scheduler failed (a body escaped with a BaseException, or an append
+    # raised): start nothing more; the failure path closes every call out.
     failed: bool = False
     changed: trio.Event = attrs.field(factory=trio.Event)
 
@@ -104,6 +122,8 @@ class _Run:
                 await self._schedule(nursery)
         except BaseExceptionGroup as group:
             if not _cancellation_only(group):
+                self.failed = True
+                self._close_out_after_failure()
                 leaves = _failures(group)
                 if len(leaves) == 1:
                     raise leaves[0] from None
@@ -123,13 +143,12 @@ class _Run:
     # ------------------------------------------------------------------ scheduling
 
     def _aborted(self) -> bool:
-        # The turn's signal, or any enclosing cancellation (the owner shutting down);
-        # after a failure, the nursery's own cancellation also stops the scheduler.
-        return (
-            self.failed
-            or self.signal.cancelled
-            or trio.current_effective_deadline() == -math.inf
-        )
+        # After a failure, the nursery's own cancellation also stops the scheduler.
+        return self.failed or self._cancelled()
+
+    def _cancelled(self) -> bool:
+        # The turn's signal, or any enclosing cancellation (the owner shutting down).
+        return self.signal.cancelled or trio.current_effective_deadline() == -math.inf
 
     async def _schedule(self, nursery: trio.Nursery) -> None:  # noqa: ASYNC910  # private: the scheduler around it checkpoints
         calls = self.calls
@@ -176,11 +195,14 @@ class _Run:
         found = self.registry.get(block.name)
         if found is None:
             call.rejected = error_outcome(
-                f"Error: unknown tool {block.name!r}",
+                f"Error: unknown tool {clip(repr(block.name), 120)}",
                 ToolErrorInfo("UnknownToolError", "UNKNOWN_TOOL"),
             )
             return
         call.tool = found
+        # The arguments are the model's text: whatever is wrong with them (not JSON,
+        # too deep, not matching the signature, or a check that fails outright) is
+        # an INVALID_ARGS result for the model, never a failure of the step.
         try:
             call.kwargs = found._arguments.convert(
                 parse_arguments(block.arguments, found.name), found.name
@@ -188,7 +210,13 @@ class _Run:
         except ToolArgumentsError as exc:
             call.rejected = error_outcome(
                 f"Error: invalid arguments for tool {found.name!r}: {exc}",
-                ToolErrorInfo("ToolArgumentsError", "INVALID_ARGS"),
+                _INVALID_ARGS,
+            )
+        except Exception as exc:
+            call.rejected = error_outcome(
+                f"Error: invalid arguments for tool {found.name!r}: checking them "
+                f"failed with {type(exc).__name__}: {clip(str(exc), 200)}",
+                _INVALID_ARGS,
             )
 
     def _parallel(self, call: _Call) -> bool:
@@ -205,8 +233,10 @@ class _Run:
                 turn=self.turn,
                 step=self.step,
                 call_id=block.id,
-                name=block.name,
-                arguments=block.arguments,
+                # A lone surrogate cannot be logged; such a call is refused
+                # (INVALID_ARGS, UNKNOWN_TOOL) and recorded with U+FFFD in its place.
+                name=_loggable(block.name),
+                arguments=_loggable(block.arguments),
             ),
         )
         call.call_seq = event.seq
@@ -242,6 +272,7 @@ class _Run:
             if _cancellation_only(exc):
                 call.outcome = aborted(ctx.deferred)
             else:
+                call.outcome = crashed(tool.name, exc, ctx.deferred)
                 self.failed = True
             raise
         finally:
@@ -263,7 +294,7 @@ class _Run:
 
     def _commit(self, call: _Call) -> None:
         outcome = call.outcome if call.outcome is not None else aborted(())
-        if not outcome.is_error and self._aborted():
+        if not outcome.is_error and self._cancelled():
             # A body that finished after the abort: its work is not reported as done.
             outcome = aborted(outcome.contexts)
         self._append_result(call, outcome)
@@ -296,6 +327,25 @@ class _Run:
             surface_op="append",
             source_event_seqs=(call.call_seq,),
         )
+
+    def _close_out_after_failure(self) -> None:
+        """After a failure: :meth:`_close_out`, unless the session refuses the appends.
+
+        The failure that got here propagates either way; a second one from the close
+        out (the session refusing, e.g. the append that failed in the first place) is
+        logged, not raised over it. The driver answers what is still unanswered.
+        """
+        try:
+            self._close_out()
+        except Exception:
+            logger.warning(
+                "agent %s: turn %d step %d: could not record results for every "
+                "tool call after a failure",
+                self.agent.id,
+                self.turn,
+                self.step,
+                exc_info=True,
+            )
 
     def _close_out(self) -> None:
         """After an abort: commit every started call, then skip the rest (synchronous)."""

@@ -33,6 +33,7 @@ __all__ = [
     "Spec",
     "StrSpec",
     "UnionSpec",
+    "clip",
     "convert_fields",
     "json_kind",
     "object_schema",
@@ -70,13 +71,18 @@ def json_kind(value: object) -> str:
     return type(value).__name__
 
 
+def clip(text: str, limit: int) -> str:
+    """``text``, cut to at most ``limit`` characters (``...`` marks a cut)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _show(value: object) -> str:
     text = (
         json.dumps(value)
         if json_kind(value) in {"string", "integer", "number", "boolean", "null"}
         else json_kind(value)
     )
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(text, 60)
 
 
 def _got(value: object) -> str:
@@ -341,7 +347,7 @@ def convert_fields(
     known = {f.key for f in fields}
     for key in value:
         if key not in known:
-            raise Invalid(path, f"unexpected {what} {key!r}")
+            raise Invalid(path, f"unexpected {what} {clip(repr(key), 60)}")
     out: dict[str, object] = {}
     for f in fields:
         if f.key in value:
@@ -369,5 +375,9 @@ class AttrsSpec(Spec):
         kwargs = convert_fields(self.fields, value, path, "property")
         try:
             return self.cls(**kwargs)
-        except (TypeError, ValueError) as exc:
-            raise Invalid(path, f"is not a valid {self.cls.__name__}: {exc}") from None
+        except (
+            Exception
+        ) as exc:  # a class's own validator: its refusal is the model's error
+            raise Invalid(
+                path, f"is not a valid {self.cls.__name__}: {clip(str(exc), 200)}"
+            ) from None

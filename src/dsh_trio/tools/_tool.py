@@ -249,6 +249,12 @@ def tool(
     are optional. The body returns text, a content block, a sequence of blocks, or
     a :class:`ToolResult`; an exception it raises becomes an error result.
 
+    A call's arguments are the model's text, checked before the body runs: JSON
+    whose arrays and objects nest at most 64 levels deep, integers of at most 4300
+    digits, finite numbers, no lone surrogates, and then the signature. Anything
+    else is an ``INVALID_ARGS`` error result saying what was wrong; the body does
+    not run.
+
     Example::
 
         @tool(parallel_safe=True)

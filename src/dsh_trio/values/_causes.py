@@ -177,17 +177,32 @@ def _check_max_tokens(_inst: object, _attr: object, value: int | None) -> None:
         )
 
 
+def _check_optional_str(
+    _inst: object, attr: attrs.Attribute[str | None], value: str | None
+) -> None:
+    raw: object = value  # callers may pass anything at runtime
+    if raw is not None and not isinstance(raw, str):
+        raise TypeError(
+            f"AgentOptions.{attr.name} must be a str or None, got "
+            f"{type(raw).__name__} {raw!r}"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class AgentOptions:
     """Per-agent model route and limits.
 
     Raises:
+        TypeError: ``provider``, ``model`` or ``reasoning_effort`` is neither a
+            ``str`` nor ``None``.
         ValueError: ``max_tokens`` is not a positive ``int`` (bools and floats too).
     """
 
-    provider: str | None = None
-    model: str | None = None
-    reasoning_effort: str | None = None
+    provider: str | None = attrs.field(default=None, validator=_check_optional_str)
+    model: str | None = attrs.field(default=None, validator=_check_optional_str)
+    reasoning_effort: str | None = attrs.field(
+        default=None, validator=_check_optional_str
+    )
     max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
 
 

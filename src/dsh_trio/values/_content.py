@@ -138,6 +138,9 @@ class SystemMessage:
 
 Message: TypeAlias = UserMessage | AssistantMessage | SystemMessage
 
+_BLOCK_TYPES = (TextBlock, ReasoningBlock, ImageBlock, ToolCallBlock, ToolResultBlock)
+_SOURCE_TYPES = (UserSource, PluginSource, ModelSource, ToolSource)
+
 
 def user_message(
     text_or_blocks: str | ContentBlock | tuple[ContentBlock, ...] | list[ContentBlock],
@@ -157,13 +160,41 @@ def user_message(
         text_or_blocks: plain text (one text block), one block, or a sequence of blocks.
         source: where the message comes from; :class:`UserSource` by default.
         id: an explicit message id; a uuid4 by default.
+
+    Raises:
+        TypeError: ``text_or_blocks`` is none of these (``None``, say), a sequence
+            holds something that is not a content block, ``source`` is not a
+            message source or ``id`` is not a string.
     """
-    if isinstance(text_or_blocks, str):
-        content: tuple[ContentBlock, ...] = (TextBlock(text_or_blocks),)
-    elif isinstance(text_or_blocks, (tuple, list)):
-        content = tuple(text_or_blocks)
+    raw: object = text_or_blocks  # callers may pass anything at runtime
+    if isinstance(raw, str):
+        content: tuple[ContentBlock, ...] = (TextBlock(raw),)
+    elif isinstance(raw, (tuple, list)):
+        content = tuple(raw)
+        for i, block in enumerate(content):
+            if not isinstance(block, _BLOCK_TYPES):
+                raise TypeError(
+                    f"user_message() content[{i}] must be a content block "
+                    f"(TextBlock, ImageBlock, ...), got {type(block).__name__} {block!r}"
+                )
+    elif isinstance(raw, _BLOCK_TYPES):
+        content = (raw,)
     else:
-        content = (text_or_blocks,)
+        raise TypeError(
+            "user_message() takes text, a content block or a sequence of content "
+            f"blocks, got {type(raw).__name__} {raw!r}"
+        )
+    raw_source: object = source
+    if raw_source is not None and not isinstance(raw_source, _SOURCE_TYPES):
+        raise TypeError(
+            "user_message() source must be a message source (UserSource(), "
+            f"PluginSource(...), ...), got {type(raw_source).__name__} {raw_source!r}"
+        )
+    raw_id: object = id
+    if raw_id is not None and not isinstance(raw_id, str):
+        raise TypeError(
+            f"user_message() id must be a str, got {type(raw_id).__name__} {raw_id!r}"
+        )
     return UserMessage(
         id=MessageId(id) if id is not None else new_message_id(),
         content=content,

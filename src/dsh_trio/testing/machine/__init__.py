@@ -21,7 +21,19 @@ disposed one stays under watch). After every step it checks:
   ``DisposedCancel``); ``keep_inbox`` parks;
 * ``when_idle()`` completes once the model is released;
 * after dispose nothing more is appended and ``agent/disposed`` was emitted once;
-* an idle agent holds no task, and no task outlives the runtime.
+* an idle agent holds no task, and no task outlives the runtime;
+* claims happen only at boundaries and are predicted exactly: at a turn start all
+  of next-step then one next-turn message, at a step boundary all of next-step;
+* every model request carries exactly the fold of the log when it was made;
+* once a cancel is issued to a turn, no step, ``user/message`` or request starts in it;
+* a failure the retry policy retries ends a turn only after ``max_retries`` retries;
+* a parked ``when_idle()`` waiter returns only when no driver or maintenance task
+  remains, and returns once the agent is idle;
+* a listener scoped to an agent hears only it and its descendants; a raising
+  listener never stops the others;
+* the ownership tree (child agents, also nested): ``roots()``/``is_owned_by`` match,
+  children's ``agent/disposed`` precede their owner's, and no descendant appends
+  once its owner started draining; concurrent ``dispose()`` callers dispose once.
 
 Subclass it to add your own hooks, tools or listeners (:meth:`setup_agent`,
 :meth:`runtime_options`) and your own rules and invariants; the checks above keep

@@ -11,6 +11,8 @@ released; dispose discards the inbox and leaves no task behind.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 import trio
 
@@ -21,7 +23,11 @@ from .._guest import Deadlock, GuestLoop
 from .._strategies import Cancel, Maintenance, ReleaseMaintenance
 from ._harness import RuntimeHost
 from ._inbox_oracles import send
-from ._invariants import check_maintenance_outcomes, check_subject
+from ._invariants import (
+    check_maintenance_outcomes,
+    check_subject,
+    check_waiters_returned,
+)
 from ._report import InvariantViolation, note
 from ._subject import ActivityKey, MaintenanceRecord, Subject, run_maintenance
 
@@ -269,23 +275,50 @@ def wait_idle(loop: GuestLoop, subject: Subject) -> None:
             f"when_idle() returned while the agent is {subject.agent.status} "
             f"(open turn: {subject.checker.open_turn})"
         )
+    check_waiters_returned(subject)
+
+
+async def _dispose_concurrently(subject: Subject, callers: int) -> None:
+    async with trio.open_nursery() as nursery:
+        for _ in range(callers):
+            nursery.start_soon(subject.handle.dispose)
 
 
 def dispose(
-    loop: GuestLoop, runtime: Runtime, host: RuntimeHost, subject: Subject
+    loop: GuestLoop,
+    runtime: Runtime,
+    host: RuntimeHost,
+    subject: Subject,
+    *,
+    callers: int = 1,
+    descendants: Sequence[Subject] = (),
+    others_idle: bool = True,
 ) -> bool:
-    """``await handle.dispose()`` and check what it leaves: nothing pending, running or new.
-
-    A second dispose must append nothing.
+    """``await handle.dispose()`` from ``callers`` concurrent tasks, and check what it
+    leaves: nothing pending, running or new, for the agent and its ``descendants``
+    (disposed first). A second dispose must append nothing. With ``others_idle``,
+    no task may remain in the runtime.
 
     Returns:
         Whether this was the agent's first dispose.
     """
     first = not subject.disposed
+    live_below = [d for d in descendants if not d.disposed]
     if first:
-        loop.run_sync(subject.record_disposal)
+        for node in (*live_below, subject):
+            loop.run_sync(node.record_disposal)
     before = len(subject.events)
-    loop.call(subject.handle.dispose)
+    loop.call(_dispose_concurrently, subject, callers)
+    for node in live_below:
+        node.sync()
+        node.disposed = True
+        node.disposed_length = len(node.events)
+        if not node.agent.disposed:
+            raise InvariantViolation(
+                f"disposing {subject.agent.id} must dispose its descendant {node.agent.id} first"
+            )
+        check_subject(node)
+        check_waiters_returned(node)
     subject.sync()
     subject.disposed = True
     check_maintenance_outcomes(subject)
@@ -304,10 +337,11 @@ def dispose(
         raise InvariantViolation("dispose() must durably discard the pending inbox")
     if first:
         subject.disposed_length = len(subject.events)
-    leftovers = host.runtime_tasks()
+    leftovers = host.runtime_tasks() if others_idle else []
     if leftovers:
         raise InvariantViolation(
             f"tasks still run in the runtime after dispose(): {[t.name for t in leftovers]}"
         )
     check_subject(subject)
+    check_waiters_returned(subject)
     return first

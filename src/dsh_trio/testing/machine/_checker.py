@@ -16,6 +16,7 @@ from ...values import (
     InboxSplice,
     InboxTarget,
     Interrupted,
+    Message,
     SessionEvent,
     StepEnd,
     StepStart,
@@ -29,7 +30,7 @@ from ...values import (
 )
 from ._report import note, violation_at
 
-__all__ = ["LogChecker", "Occurrence"]
+__all__ = ["LogChecker", "Occurrence", "fold_messages"]
 
 _NEXT_TURN: Final = InboxTarget.NEXT_TURN
 _NEXT_STEP: Final = InboxTarget.NEXT_STEP
@@ -90,6 +91,15 @@ class LogChecker:
         self.turn_claims: list[Occurrence] = []
         self.turn_ends: dict[int, TurnEndReason] = {}
         self.turn_starts: list[int] = []
+        #: ``llm/retry`` events per (turn, step).
+        self.retries: dict[tuple[int, int], int] = {}
+        #: Every claim splice, as (turn, target, ids).
+        self.claims: list[tuple[int, InboxTarget, tuple[str, ...]]] = []
+        # The open claim boundary: "turn" after turn/start, "step" after step/end,
+        # None inside a step; what it must claim (target, count) once it claims.
+        self._boundary: str | None = None
+        self._boundary_expect: list[tuple[InboxTarget, int]] | None = None
+        self._boundary_claimed: list[tuple[InboxTarget, int]] = []
         #: The live notifications the log implies: (kind, message id, turn).
         self.notices: list[tuple[str, str, int | None]] = []
         self.count = 0
@@ -109,9 +119,58 @@ class LogChecker:
             self._event(event)
             self.count += 1
 
+    def _expected_claims(self, boundary: str) -> list[tuple[InboxTarget, int]]:
+        """What a claim at ``boundary`` takes from the fold now: all of next-step,
+        then one next-turn message at a turn start."""
+        expect = []
+        if self.lists[_NEXT_STEP]:
+            expect.append((_NEXT_STEP, len(self.lists[_NEXT_STEP])))
+        if boundary == "turn" and self.lists[_NEXT_TURN]:
+            expect.append((_NEXT_TURN, 1))
+        return expect
+
+    def _close_boundary(self, event: SessionEvent) -> None:
+        """The boundary's claims are over: they must be exactly the predicted splices."""
+        boundary = self._boundary
+        if boundary is None:
+            return
+        self._boundary = None
+        claimed = self._boundary_claimed
+        expect = self._boundary_expect
+        if expect is None:  # nothing was claimed: predict from the fold now
+            expect = self._expected_claims(boundary)
+        self._boundary_expect = None
+        self._boundary_claimed = []
+        repaired = isinstance(event.data, TurnEnd) and isinstance(
+            event.data.reason, Interrupted
+        )
+        # A crash may cut the log inside a boundary's claims: repair closes the turn.
+        prefix = claimed == expect[: len(claimed)]
+        if (
+            claimed == expect
+            or (not claimed and boundary == "step")
+            or (repaired and prefix)
+        ):
+            if claimed:
+                note(f"claim at a {boundary} boundary")
+            return
+        raise violation_at(
+            event,
+            f"the {boundary} boundary before this event should claim {_splices(expect)} "
+            f"(all of next-step{', then one next-turn message' if boundary == 'turn' else ' only'}); "
+            f"it claimed {_splices(claimed)}",
+        )
+
     def _event(self, event: SessionEvent) -> None:
         kind = event.type
         data = event.data
+        if self._boundary is not None and not (
+            kind == "agent/inbox/spliced"
+            and isinstance(data, InboxSplice)
+            and data.outcome is None
+            and data.removed_count
+        ):
+            self._close_boundary(event)
         if kind == "turn/start":
             assert isinstance(data, TurnStart)
             turn = data.turn
@@ -127,6 +186,7 @@ class LogChecker:
                 )
             self.open_turn = self.last_turn = turn
             self.turn_starts.append(turn)
+            self._boundary = "turn"
             self.open_step = None
             self.last_step = 0
             self.turn_claims = []
@@ -160,6 +220,13 @@ class LogChecker:
                     f"step/end {turn}/{step} does not close the open step ({self.open_turn}/{self.open_step})",
                 )
             self.open_step = None
+            self._boundary = "step"
+        elif kind == "llm/retry":
+            if isinstance(data, dict):
+                turn_of, step_of = data.get("turn"), data.get("step")
+                if isinstance(turn_of, int) and isinstance(step_of, int):
+                    key = (turn_of, step_of)
+                    self.retries[key] = self.retries.get(key, 0) + 1
         elif kind == "user/message":
             self._user_message(event)
         elif kind == "agent/inbox/spliced":
@@ -288,9 +355,58 @@ class LogChecker:
             )
         if self.open_turn is None:
             raise violation_at(event, "messages were claimed outside a turn")
+        boundary = self._boundary
+        if boundary is None:
+            raise violation_at(
+                event,
+                f"messages were claimed inside step {self.open_turn}/{self.open_step}, "
+                "not at a turn start or a step boundary",
+            )
+        if self._boundary_expect is None:
+            self._boundary_expect = self._expected_claims(boundary)
+        self._boundary_claimed.append((data.target, len(removed)))
+        if boundary == "step" and data.target is _NEXT_TURN:
+            raise violation_at(
+                event,
+                f"a step boundary claims only next-step, but turn {self.open_turn} "
+                f"took next-turn message {removed[0].message.id!r} after step {self.last_step}",
+            )
+        self.claims.append(
+            (self.open_turn, data.target, tuple(o.message.id for o in removed))
+        )
         for occ in removed:
             occ.state = "claimed"
             occ.turn = self.open_turn
             occ.claimed_at = event.seq
             self.turn_claims.append(occ)
             self.notices.append(("claimed", occ.message.id, self.open_turn))
+
+
+def _splices(claims: Sequence[tuple[InboxTarget, int]]) -> str:
+    if not claims:
+        return "nothing"
+    return ", then ".join(f"{n} of {target}" for target, n in claims)
+
+
+def fold_messages(events: Sequence[SessionEvent]) -> list[Message] | None:
+    """The model-visible history of ``events``, folded independently of the session.
+
+    ``user/message`` gives its message, ``tool/result`` its result message,
+    ``system/message`` and ``assistant/message`` theirs unless empty. ``None`` if
+    the log replaces surface nodes (this fold only follows appends).
+    """
+    messages: list[Message] = []
+    for event in events:
+        data = event.data
+        if event.surface_op is None:
+            continue
+        if event.surface_op != "append":
+            return None
+        if isinstance(data, UserMessage):
+            messages.append(data)
+        elif isinstance(data, ToolResultData) or (
+            isinstance(data, (AssistantMessageData, SystemMessageData))
+            and data.message.content
+        ):
+            messages.append(data.message)
+    return messages

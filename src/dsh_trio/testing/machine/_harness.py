@@ -76,9 +76,13 @@ class ModelDesk:
         self.model = ScriptedModel(default=custom(self._serve))
         self.active: list[_Request] = []
         self._calls = 0
+        #: Called (inside the run) with each request as it reaches the model.
+        self.on_request: Callable[[ModelRequest], None] | None = None
 
     async def _serve(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         held = _Request(request)
+        if self.on_request is not None:
+            self.on_request(request)
         self.active.append(held)
         try:
             await held.answered.wait()

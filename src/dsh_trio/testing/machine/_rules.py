@@ -17,6 +17,8 @@ import trio.testing
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from ...events import AgentStatusChanged
+from ...llm import ModelRequest
 from ...loop import Agent
 from ...nursery import AgentHandle, Runtime
 from ...values import (
@@ -55,9 +57,13 @@ from . import (
 )
 from ._checker import LogChecker
 from ._harness import ModelDesk, RuntimeHost, release_one
-from ._subject import Subject, record_notifications
+from ._subject import Subject, Waiter, record_notifications, run_waiter
 
 __all__ = ["AgentStateMachine"]
+
+
+class _ListenerFailure(Exception):
+    """What the machine's raising listeners raise."""
 
 
 class AgentStateMachine(RuleBasedStateMachine):
@@ -125,7 +131,16 @@ class AgentStateMachine(RuleBasedStateMachine):
             self.runtime: Runtime = self.host.start()
             self.subjects: list[Subject] = []
             self._by_agent: dict[Agent, Subject] = {}
-            record_notifications(self.runtime, self._by_agent)
+            #: Every appended session event, in runtime-wide order.
+            self.event_order: list[tuple[Subject, SessionEvent]] = []
+            #: Subjects in the order of their ``agent/disposed``.
+            self.disposal_order: list[Subject] = []
+            self._raising: list[str] = []
+            self._waiters = 0
+            record_notifications(
+                self.runtime, self._by_agent, self.event_order, self.disposal_order
+            )
+            self.desk.on_request = self._on_request
             self.subject: Subject = self._new_subject()
         except BaseException:
             self.loop.close()  # a half-built example must not poison the next one
@@ -166,7 +181,7 @@ class AgentStateMachine(RuleBasedStateMachine):
         """The session log of the agent under test."""
         return self.subject.events
 
-    def _new_subject(self) -> Subject:
+    def _new_subject(self, parent: Subject | None = None) -> Subject:
         session_id = f"{self.session_prefix}-{len(self.subjects)}"
         holder: list[Subject] = []
 
@@ -176,18 +191,51 @@ class AgentStateMachine(RuleBasedStateMachine):
             invariants.check_turn_end(holder[0], turn, reason, event)
 
         async def create() -> AgentHandle:
-            return await self.runtime.agents.create(session_id, options=self.options)
+            return await self.runtime.agents.create(
+                session_id,
+                options=self.options,
+                parent=None if parent is None else parent.agent,
+            )
 
         handle = self.loop.call(create)
-        subject = Subject(handle, LogChecker(on_turn_end=check_turn_end))
+        subject = Subject(handle, LogChecker(on_turn_end=check_turn_end), parent=parent)
+        subject.retry_policy = self.runtime.models.retry_policy(
+            self.options.provider or ""
+        )
         holder.append(subject)
         self.subjects.append(subject)
         self._by_agent[handle.agent] = subject
+
+        def heard(e: AgentStatusChanged) -> None:
+            subject.heard_scoped.append(e.agent)
+
+        self.runtime.events.on("agent/status", heard, scope=handle.agent)
         self.loop.run_sync(self.setup_agent, handle.agent)
         return subject
 
+    def _on_request(self, request: ModelRequest) -> None:
+        for s in self.subjects:
+            if s.agent.id == request.session_id and not s.disposed:
+                s.requests.append((len(s.events), request))
+                return
+
+    def live_subjects(self) -> list[Subject]:
+        """Every agent of the tree that is not disposed (the agent under test first)."""
+        return [s for s in self.subjects if not s.disposed]
+
+    def _node(self, pick: int) -> Subject:
+        """A live node of the tree (``pick`` modulo their number): the agent under test or a child."""
+        live = self.live_subjects()
+        return live[pick % len(live)]
+
+    def _descendants(self, node: Subject) -> list[Subject]:
+        """``node``'s descendants, deepest first."""
+        below = [s for s in self.subjects if node in s.ancestors()]
+        return sorted(below, key=lambda s: -len(s.ancestors()))
+
     def _graveyard(self) -> Subject | None:
-        return self.subjects[-2] if len(self.subjects) > 1 else None
+        disposed = [s for s in self.subjects if s.disposed]
+        return disposed[-1] if disposed else None
 
     def _busy(self) -> bool:
         s = self.subject
@@ -200,6 +248,12 @@ class AgentStateMachine(RuleBasedStateMachine):
     @initialize(seed=st.random_module())
     def seed_scheduler(self, seed: object) -> None:
         """Seed trio's scheduler and ``random`` (reproducibly, per example)."""
+
+    @initialize(children=st.sampled_from((0, 1, 2)), nested=st.booleans())
+    def grow_tree(self, children: int, nested: bool) -> None:
+        """Start with ``children`` child agents of the agent under test (``nested``: a chain)."""
+        for _ in range(children):
+            self.spawn_child(nested)
 
     @rule(message=user_messages())
     def followup(self, message: UserMessage) -> None:
@@ -275,13 +329,95 @@ class AgentStateMachine(RuleBasedStateMachine):
         """Release the model and wait for the agent to go idle."""
         self.apply(WaitIdle())
 
-    @rule(twice=st.booleans())
-    def dispose(self, twice: bool) -> None:
-        """Dispose the agent (``twice``: again, which must change nothing), then use a fresh one."""
+    @rule(callers=st.sampled_from((1, 2, 3)), twice=st.booleans())
+    def dispose(self, callers: int, twice: bool) -> None:
+        """Dispose the agent from ``callers`` concurrent tasks (``twice``: again, which
+        must change nothing), then use a fresh one."""
         subject = self.subject
-        self.apply(Dispose())
+        self._dispose(subject, revive=True, callers=callers)
         if twice:
             self.apply_to(subject, Dispose())
+
+    @rule(pick=st.integers(0, 3))
+    def park_waiter(self, pick: int) -> None:
+        """Park a background ``await agent.when_idle()`` on a node of the tree.
+
+        It must return only once no driver or maintenance task remains, and it must
+        return once the agent is idle.
+        """
+        node = self._node(pick)
+        self._waiters += 1
+        waiter = Waiter(self._waiters, len(node.events))
+        node.waiters.append(waiter)
+        self.loop.run_sync(
+            lambda: self.loop.nursery.start_soon(run_waiter, node, waiter)
+        )
+
+    @rule(
+        front=st.booleans(),
+        name=st.sampled_from(
+            ("agent/status", "agent/inbox/inserted", "agent/inbox/claimed")
+        ),
+    )
+    def add_raising_listener(self, front: bool, name: str) -> None:
+        """Register a listener that raises, at the front or the back of ``name``'s chain.
+
+        ``emit`` logs it and still calls every other listener (the machine's own
+        recorders among them).
+        """
+        if len(self._raising) >= 2:
+            return
+        self._raising.append(name)
+
+        def raising(payload: object) -> None:
+            raise _ListenerFailure(name)
+
+        self.runtime.events.on(name, raising, prepend=front)
+
+    @rule(code=st.sampled_from(("SERVER", "RATE_LIMIT")))
+    def fail_persistently(self, code: str) -> None:
+        """Fail the held model request, and every retry of it, until the policy gives up."""
+        if not self.desk.unanswered:
+            return
+        for _ in range(12):
+            if self.desk.unanswered:
+                self.apply(Answer("fail", code=code))
+            elif not self.loop.call(advance_to_next_deadline, self.clock):
+                return
+
+    # ------------------------------------------------------------------ the ownership tree
+
+    @rule(nested=st.booleans())
+    def spawn_child(self, nested: bool) -> None:
+        """Create a child agent owned by the agent under test (``nested``: by its youngest child)."""
+        live = self.live_subjects()
+        if len(live) >= 4:
+            return
+        parent = live[-1] if nested else self.subject
+        self._new_subject(parent)
+
+    @rule(pick=st.integers(1, 3), op=sends())
+    def send_to_node(self, pick: int, op: Send) -> None:
+        """Send to a child of the tree (if there is one)."""
+        live = self.live_subjects()
+        if len(live) > 1:
+            self.apply_to(live[1 + pick % (len(live) - 1)], op)
+
+    @rule(pick=st.integers(1, 3), op=cancels())
+    def cancel_node(self, pick: int, op: Cancel) -> None:
+        """Cancel a child of the tree with any cause (if there is one)."""
+        live = self.live_subjects()
+        if len(live) > 1:
+            self.apply_to(live[1 + pick % (len(live) - 1)], op)
+
+    @rule(pick=st.integers(1, 3), callers=st.sampled_from((1, 2)))
+    def dispose_node(self, pick: int, callers: int) -> None:
+        """Dispose a child of the tree (and so its descendants), from concurrent callers."""
+        live = self.live_subjects()
+        if len(live) > 1:
+            self._dispose(
+                live[1 + pick % (len(live) - 1)], revive=False, callers=callers
+            )
 
     @rule(op=st.one_of(sends(), inbox_edits(), cancels(), maintenances()))
     def touch_disposed(self, op: Send | InboxEdit | Cancel | Maintenance) -> None:
@@ -349,8 +485,25 @@ class AgentStateMachine(RuleBasedStateMachine):
         else:  # pragma: no cover - exhaustive
             raise TypeError(f"not an operation: {op!r}")
 
-    def _dispose(self, subject: Subject, *, revive: bool) -> None:
-        first = activity_oracles.dispose(self.loop, self.runtime, self.host, subject)
+    def _dispose(self, subject: Subject, *, revive: bool, callers: int = 1) -> None:
+        below = self._descendants(subject)
+        if not subject.disposed:
+            subject.dispose_mark = len(self.event_order)
+        others = [
+            s for s in self.live_subjects() if s is not subject and s not in below
+        ]
+        first = activity_oracles.dispose(
+            self.loop,
+            self.runtime,
+            self.host,
+            subject,
+            callers=callers,
+            descendants=below,
+            others_idle=all(s.busy_now() is None for s in others),
+        )
+        invariants.check_disposal_order(
+            subject, self.subjects, self.event_order, self.disposal_order
+        )
         if first and revive:
             self.subject = self._new_subject()
 
@@ -367,14 +520,15 @@ class AgentStateMachine(RuleBasedStateMachine):
         for _ in range(limit):
             if self.loop.run_sync(self._release_one):
                 continue
-            if self.subject.idle_phase() or self.subject.disposed:
+            if all(s.idle_phase() for s in self.live_subjects()):
                 return
             if not self.loop.call(advance_to_next_deadline, self.clock):
                 return
 
     def _release_one(self) -> bool:
-        if release_one(self.desk, self.subject):
-            return True
+        for subject in self.live_subjects():
+            if release_one(self.desk, subject):
+                return True
         self.unblock()
         return False
 
@@ -393,7 +547,9 @@ class AgentStateMachine(RuleBasedStateMachine):
         """
         for subject in self.subjects:
             invariants.check_subject(subject)
-        invariants.check_idle_holds_no_task(self.subject, self.host)
+            invariants.check_scoped_listener(subject, self._by_agent)
+        invariants.check_tree(self.runtime, self.subjects)
+        invariants.check_idle_holds_no_task(self.live_subjects(), self.host)
 
     # ------------------------------------------------------------------ teardown
 

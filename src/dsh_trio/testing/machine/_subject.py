@@ -15,7 +15,9 @@ from ...events import (
     InboxClaimed,
     InboxDiscarded,
     InboxInserted,
+    SessionEventAppended,
 )
+from ...llm import ModelRequest, RetryPolicy
 from ...loop import Agent
 from ...nursery import AgentHandle, Runtime
 from ...values import AgentStatus, CancelCause, DisposedCancel, SessionEvent
@@ -26,8 +28,10 @@ __all__ = [
     "ActivityKey",
     "MaintenanceRecord",
     "Subject",
+    "Waiter",
     "record_notifications",
     "run_maintenance",
+    "run_waiter",
 ]
 
 #: An activity a cancel aborts: ``("turn", n)`` or ``("maintenance", n)``.
@@ -56,6 +60,17 @@ class MaintenanceRecord:
 
 
 @attrs.define(eq=False)
+class Waiter:
+    """A background ``await agent.when_idle()`` the machine parked."""
+
+    number: int
+    parked_at: int
+    returned: bool = False
+    #: What the agent was doing when the waiter returned, if not idle.
+    busy: str | None = None
+
+
+@attrs.define(eq=False)
 class Subject:
     """One agent under test and everything the machine has seen of it."""
 
@@ -72,6 +87,20 @@ class Subject:
     maintenances: list[MaintenanceRecord] = attrs.field(factory=list)
     disposed: bool = False
     disposed_length: int = -1
+    #: The owning agent's subject (``None`` for a root).
+    parent: Subject | None = None
+    #: The agents whose ``agent/status`` its scoped listener heard.
+    heard_scoped: list[Agent] = attrs.field(factory=list)
+    #: The log length when the first cancel was issued to each activity.
+    cancel_marks: dict[ActivityKey, int] = attrs.field(factory=dict)
+    #: Model requests it made: (log length when the request reached the model, request).
+    requests: list[tuple[int, ModelRequest]] = attrs.field(factory=list)
+    requests_checked: int = 0
+    waiters: list[Waiter] = attrs.field(factory=list)
+    #: The retry policy of its provider.
+    retry_policy: RetryPolicy | None = None
+    #: The position in the runtime-wide event order when its dispose() began.
+    dispose_mark: int | None = None
 
     @property
     def agent(self) -> Agent:
@@ -130,6 +159,7 @@ class Subject:
         activity = self.activity()
         if activity is not None and not self.disposed:
             self.first_cause.setdefault(activity, cause)
+            self.cancel_marks.setdefault(activity, len(self.events))
         self.agent.cancel(cause, keep_inbox=keep_inbox)
 
     def record_disposal(self) -> None:
@@ -137,11 +167,46 @@ class Subject:
         activity = self.activity()
         if activity is not None:
             self.first_cause.setdefault(activity, DisposedCancel())
+            self.cancel_marks.setdefault(activity, len(self.events))
+
+    def ancestors(self) -> list[Subject]:
+        """Its owners, nearest first."""
+        chain = []
+        node = self.parent
+        while node is not None:
+            chain.append(node)
+            node = node.parent
+        return chain
+
+    def busy_now(self) -> str | None:
+        """What holds the agent right now (inside the run), or ``None`` when idle."""
+        if self.agent.status is not AgentStatus.IDLE:
+            return f"status {self.agent.status}"
+        m = self.active_maintenance()
+        if m is not None:
+            return m.describe()
+        return None
 
 
-def record_notifications(runtime: Runtime, by_agent: Mapping[Agent, Subject]) -> None:
-    """Record the runtime's status, inbox and disposal events on their subjects."""
+def record_notifications(
+    runtime: Runtime,
+    by_agent: Mapping[Agent, Subject],
+    order: list[tuple[Subject, SessionEvent]] | None = None,
+    disposals: list[Subject] | None = None,
+) -> None:
+    """Record the runtime's status, inbox and disposal events on their subjects.
+
+    With ``order``, every appended session event in runtime-wide order; with
+    ``disposals``, the subjects in the order of their ``agent/disposed``.
+    """
     bus = runtime.events
+
+    def on_event(e: SessionEventAppended) -> None:
+        for s in by_agent.values():
+            if s.agent.session is e.session:
+                assert order is not None
+                order.append((s, e.event))
+                return
 
     def on_status(e: AgentStatusChanged) -> None:
         s = by_agent.get(e.agent)
@@ -167,12 +232,23 @@ def record_notifications(runtime: Runtime, by_agent: Mapping[Agent, Subject]) ->
         s = by_agent.get(e.agent)
         if s is not None:
             s.disposed_events += 1
+            if disposals is not None:
+                disposals.append(s)
 
     bus.on("agent/status", on_status)
     bus.on("agent/inbox/inserted", on_inserted)
     bus.on("agent/inbox/discarded", on_discarded)
     bus.on("agent/inbox/claimed", on_claimed)
     bus.on("agent/disposed", on_disposed)
+    if order is not None:
+        bus.on("session/event", on_event)
+
+
+async def run_waiter(subject: Subject, waiter: Waiter) -> None:
+    """``await agent.when_idle()`` in the background; record what the agent does when it returns."""
+    await subject.agent.when_idle()
+    waiter.returned = True
+    waiter.busy = subject.busy_now()
 
 
 async def run_maintenance(subject: Subject, record: MaintenanceRecord) -> None:  # noqa: ASYNC910  # a private task around run_maintenance, which checkpoints
