@@ -15,6 +15,7 @@ import os
 import platform
 import statistics
 import sys
+import textwrap
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -284,8 +285,13 @@ def _cells(row: Row) -> tuple[str, ...]:
     )
 
 
+#: The widest line :func:`render_table` prints (the notes column wraps).
+TABLE_WIDTH = 120
+
+
 def render_table(rows: Sequence[Row], *, title: str = "") -> str:
-    """The rows as one aligned plain-text table."""
+    """The rows as one aligned plain-text table, at most ``TABLE_WIDTH`` columns
+    wide when the fixed columns fit."""
     body = [_cells(row) for row in rows]
     widths = [len(h) for h in _HEADERS]
     for cells in body:
@@ -293,22 +299,32 @@ def render_table(rows: Sequence[Row], *, title: str = "") -> str:
             widths[k] = max(widths[k], len(cell))
     right = {2, 3}
 
+    # The last column wraps onto continuation lines so no line is wider than
+    # TABLE_WIDTH: beside the row when there is room, else below it, under the metric.
+    lead = sum(widths[:-1]) + 2 * (len(widths) - 1)
+    beside = TABLE_WIDTH - lead >= 32
+    indent = lead if beside else widths[0] + 2
+    room = TABLE_WIDTH - indent
+
     def line(cells: Sequence[str]) -> str:
         parts = []
-        for k, cell in enumerate(cells):
-            if k == len(cells) - 1:
-                parts.append(cell)
-            elif k in right:
+        for k, cell in enumerate(cells[:-1]):
+            if k in right:
                 parts.append(cell.rjust(widths[k]))
             else:
                 parts.append(cell.ljust(widths[k]))
-        return "  ".join(parts).rstrip()
+        tail = textwrap.wrap(cells[-1], room, break_on_hyphens=False)
+        if not beside:
+            tail = ["", *tail]
+        first = "  ".join([*parts, tail[0] if tail else ""]).rstrip()
+        return "\n".join([first, *(" " * indent + more for more in tail[1:])])
 
     out = []
     if title:
         out.append(title)
-    out.append(line(_HEADERS))
-    out.append(line(["-" * w for w in widths[:-1]] + ["-" * len(_HEADERS[-1])]))
+    headers = _HEADERS if beside else (*_HEADERS[:-1], "")
+    out.append(line(headers))
+    out.append(line(["-" * w for w in widths[:-1]] + ["-" * len(headers[-1])]))
     previous = None
     for row, cells in zip(rows, body, strict=True):
         if previous is not None and row.workload != previous:

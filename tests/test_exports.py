@@ -41,7 +41,10 @@ API: dict[str, tuple[str, tuple[str, ...]]] = {
             "initiator", "no_initiator", "current_initiator", "require_initiator",
         ),
     ),
-    "4 agent": ("dsh_trio.loop", ("Agent", "AgentScope", "Inbox", "CancelSignal")),
+    "4 agent": (
+        "dsh_trio.loop",
+        ("Agent", "AgentScope", "Inbox", "CancelSignal", "TurnResult", "text_of"),
+    ),
     "5 events": (
         "dsh_trio.events",
         (
@@ -77,16 +80,13 @@ API: dict[str, tuple[str, tuple[str, ...]]] = {
             "DuplicateMessageError", "InvalidSpliceError", "NoInitiatorError",
             "SessionNotFoundError", "SessionCorruptError", "SessionFormatError",
             "InvalidSessionIdError", "PersistenceNotConfiguredError", "LlmError",
-            "ToolArgumentsError", "PersistenceError",
+            "ToolArgumentsError", "PersistenceError", "TurnFailedError",
         ),
     ),
 }  # fmt: skip
 
 #: Names of API.md not shipped yet: (module, name).
 PENDING: tuple[tuple[str, str], ...] = (
-    ("dsh_trio", "TurnResult"),
-    ("dsh_trio", "text_of"),
-    ("dsh_trio.errors", "TurnFailedError"),
     ("dsh_trio", "PresetScope"),
     ("dsh_trio", "PresetDefinition"),
     ("dsh_trio", "PluginRow"),

@@ -43,6 +43,7 @@ from .errors import (
     SessionReentrancyError as SessionReentrancyError,
     ToolArgumentsError as ToolArgumentsError,
     ToolDefinitionError as ToolDefinitionError,
+    TurnFailedError as TurnFailedError,
 )
 from .events import (
     Abandoned as Abandoned,
@@ -89,10 +90,13 @@ from .loop import (
     CancelSignal as CancelSignal,
     Inbox as Inbox,
     SystemPrompt as SystemPrompt,
+    TurnResult as TurnResult,
+    TurnStream as TurnStream,
     current_initiator as current_initiator,
     initiator as initiator,
     no_initiator as no_initiator,
     require_initiator as require_initiator,
+    text_of as text_of,
 )
 from .nursery import (
     AgentExistsError as AgentExistsError,

@@ -7,10 +7,10 @@ message that says what was wrong and where.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .values import CancelCause, LlmFailure
+    from .values import CancelCause, LlmFailure, Message, TurnEndReason, Usage
 
 __all__ = [
     "DshError",
@@ -37,6 +37,7 @@ __all__ = [
     "PersistenceSeqError",
     "SessionExistsError",
     "ToolDefinitionError",
+    "TurnFailedError",
 ]
 
 
@@ -244,3 +245,54 @@ class ToolDefinitionError(DshError, TypeError):
     unsupported annotation, ``*args``, a synchronous body) and at registration for a
     duplicate name or a value that is not a tool.
     """
+
+
+class _TurnOutcome(Protocol):
+    """What :class:`TurnFailedError` carries: a ``dsh_trio.TurnResult``."""
+
+    @property
+    def turn(self) -> int | None: ...
+    @property
+    def reason(self) -> TurnEndReason: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def messages(self) -> tuple[Message, ...]: ...
+    @property
+    def usage(self) -> Usage | None: ...
+    @property
+    def failed(self) -> bool: ...
+
+
+class TurnFailedError(DshError):
+    """A turn awaited through ``Agent.run`` / ``TurnStream.result`` errored or was aborted.
+
+    Attributes:
+        result: the turn's ``TurnResult``. ``result.reason`` is ``Errored(failure)``
+            (the :class:`~dsh_trio.LlmFailure`: message, code, status, ...) or
+            ``Aborted(cause)`` (the first :class:`CancelCause`); ``result.messages``
+            and ``result.text`` hold what the turn wrote before it ended.
+        agent_id: the agent whose turn it was, when known.
+    """
+
+    def __init__(self, result: _TurnOutcome, *, agent_id: str | None = None) -> None:
+        where = "a turn" if result.turn is None else f"turn {result.turn}"
+        if agent_id is not None:
+            where += f' of agent "{agent_id}"'
+        reason = result.reason
+        failure = getattr(reason, "error", None)
+        cause = getattr(reason, "reason", None)
+        if failure is not None:
+            what = f"errored: {failure.message} ({failure.code})"
+        elif cause is not None:
+            detail = getattr(cause, "reason", None)
+            what = f"was aborted ({cause.kind}{': ' + detail if detail else ''})"
+            if result.turn is None:
+                what += (
+                    ": its message was removed from the inbox before a turn claimed it"
+                )
+        else:
+            what = f"ended {reason!r}"
+        super().__init__(f"{where} {what}")
+        self.result = result
+        self.agent_id = agent_id

@@ -472,3 +472,58 @@ async def test_waterfall_listener_cancellation_propagates() -> None:
         await entered.wait()
         scope.cancel()
     assert scope.cancelled_caught
+
+
+# --------------------------------------------------------------------------- async emit listeners
+
+
+def test_async_listener_for_a_runtime_emit_event_is_refused_at_registration() -> None:
+    bus = EventBus()
+
+    async def on_stream(_p: object) -> None:
+        raise AssertionError("never called")
+
+    class AsyncCallable:
+        async def __call__(self, _p: object) -> None:
+            raise AssertionError("never called")
+
+    for listener in (on_stream, AsyncCallable()):
+        with pytest.raises(TypeError, match=r"emit event.*plain") as info:
+            bus.on("agent/assistant-stream", listener)
+        assert "memory channel" in str(info.value)  # says what to do instead
+    assert not bus.has_listeners("agent/assistant-stream")
+    bus.on("agent/pre-step", on_stream)  # a waterfall event takes async listeners
+
+
+# --------------------------------------------------------------------------- resolution cache
+
+
+def test_scoped_resolution_follows_owner_changes_and_registrations() -> None:
+    bus = tree_bus()
+    root, child = Node("root"), Node("child")
+    heard: list[str] = []
+    bus.on("x", lambda _p: heard.append("root"), scope=root)
+    bus.emit("x", Payload(agent=child))
+    assert heard == []
+    child.parent = root  # the owner chain changed after a resolution was kept
+    bus.emit("x", Payload(agent=child))
+    assert heard == ["root"]
+    dispose = bus.on("x", lambda _p: heard.append("child"), scope=child)
+    bus.emit("x", Payload(agent=child))
+    assert heard == ["root", "root", "child"]
+    dispose()
+    child.parent = None
+    bus.emit("x", Payload(agent=child))
+    assert heard == ["root", "root", "child"]
+
+
+def test_many_scoped_listeners_each_hear_only_their_scope() -> None:
+    bus = tree_bus()
+    nodes = [Node(str(k)) for k in range(200)]
+    heard: list[str] = []
+    for node in nodes:
+        bus.on("x", lambda _p, n=node.name: heard.append(n), scope=node)
+    for node in nodes:
+        bus.emit("x", Payload(agent=node))
+        bus.emit("x", Payload(agent=node))
+    assert heard == [n.name for n in nodes for _ in range(2)]

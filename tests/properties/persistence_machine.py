@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 import trio
 import trio.testing
-from hypothesis import event, strategies as st
+from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -54,6 +54,7 @@ from dsh_trio.testing.machine import (
     ModelDesk,
     RuntimeHost,
 )
+from dsh_trio.testing.machine._report import note
 from dsh_trio.values import TurnEnd, event_to_json
 
 SESSION_ID = "persisted"
@@ -320,7 +321,7 @@ class PersistenceMachine(RuleBasedStateMachine):
                 f"the durable size {floor} does not fit a log of {len(data)} bytes"
             )
         keep = floor + cut % (len(data) - floor + 1)
-        event(
+        note(
             "crash: cut inside the tail that was not durable"
             if keep < len(data)
             else "crash: the whole file kept"
@@ -380,9 +381,9 @@ class PersistenceMachine(RuleBasedStateMachine):
             isinstance(e.data, TurnEnd) and isinstance(e.data.reason, dsh.Interrupted)
             for e in events[len(expect.events) :]
         ):
-            event("resume: an interrupted turn was closed")
+            note("resume: an interrupted turn was closed")
         if life.agent.inbox.has_pending:
-            event("resume: a pending inbox was restored")
+            note("resume: a pending inbox was restored")
         if life.checker.open_turn is not None:
             raise _fail(
                 f"turn {life.checker.open_turn} is still open after the log was loaded and repaired"

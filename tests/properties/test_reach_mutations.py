@@ -176,7 +176,7 @@ def test_a_raising_listener_that_stops_the_emit_is_reported(
     ) -> None:
         if scope is _FROM_PAYLOAD:
             scope = getattr(payload, "agent", None)
-        for listener in self._resolve(self._listeners.get(name, ()), scope):
+        for listener in self._resolve(name, self._listeners.get(name, ()), scope):
             try:
                 listener(payload)
             except Exception:

@@ -6,8 +6,10 @@ import json
 import math
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from dsh_trio.errors import SessionCorruptError
 from dsh_trio.values import (
     EVENT_DATA_TYPES,
     Aborted,
@@ -20,6 +22,7 @@ from dsh_trio.values import (
     BlockStart,
     CallConfig,
     Completed,
+    DataShapeError,
     DisposedCancel,
     EndSeed,
     EpochHeader,
@@ -67,9 +70,14 @@ from dsh_trio.values import (
     UserCancel,
     UserMessage,
     UserSource,
+    _codec,
+    checker,
+    data_from_json,
+    decode_event,
     event_from_json,
     event_to_json,
 )
+from dsh_trio.values._fast import Slow, fast_data
 
 SAFE = 2**53 - 1
 
@@ -357,3 +365,176 @@ def test_absent_optionals_are_omitted_not_null() -> None:
         "time": 1,
         "data": {"provider": "p", "model": "m"},
     }
+
+
+# --------------------------------------------------------------------------- fast decoder
+
+# The log reader structures event data through generated decoders (``values._fast``)
+# and falls back to the general converter for whatever they do not take. These
+# tests hold the two to the same values and the decoders to the checkers' verdict.
+
+_odd_values: st.SearchStrategy[Any] = st.sampled_from(
+    [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        1.5,
+        2**53,
+        -(2**53),
+        "",
+        "x",
+        "\ud800",
+        "caf\u00e9",
+        [],
+        {},
+        ["x"],
+        [1],
+        {"type": "text"},
+        {"kind": "user"},
+        "text",
+        "usage",
+        "next-turn",
+    ]
+)
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*path, i))
+    return out
+
+
+@st.composite
+def _mutated(draw: st.DrawFn, value: Any) -> Any:
+    """``value`` (JSON) with one random change somewhere inside it."""
+    value = json.loads(json.dumps(value))
+    path = draw(st.sampled_from(_paths(value)))
+    if not path:
+        return draw(_odd_values | json_values)
+    parent = value
+    for step in path[:-1]:
+        parent = parent[step]
+    last = path[-1]
+    op = draw(st.sampled_from(["replace", "delete", "add"]))
+    if op == "replace" or (op == "delete" and isinstance(parent, list)):
+        parent[last] = draw(_odd_values | json_values)
+    elif op == "delete":
+        del parent[last]
+    elif isinstance(parent, dict):
+        parent[draw(st.sampled_from(["extra", "type", "kind", "role", "id"]))] = draw(
+            _odd_values
+        )
+    else:
+        parent.append(draw(_odd_values | json_values))
+    return value
+
+
+def _same(fast: Any, general: Any) -> None:
+    # ``repr`` tells apart what ``==`` does not: 1 and 1.0, an enum and its str.
+    assert fast == general
+    assert repr(fast) == repr(general)
+
+
+def _typed_json(type_: str, data: Any) -> Any:
+    return event_to_json(SessionEvent(seq=0, time=0, type=type_, data=data))["data"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(sorted(data_by_type)).flatmap(
+        lambda t: st.tuples(st.just(t), data_by_type[t])
+    )
+)
+def test_fast_decoder_gives_the_general_value(type_and_data: tuple[str, Any]) -> None:
+    type_, data = type_and_data
+    raw = json.loads(json.dumps(_typed_json(type_, data)))
+    general = data_from_json(type_, raw)
+    try:
+        fast = fast_data(type_, raw)
+    except Slow:
+        # Only what the checkers refuse may leave the fast path.
+        with pytest.raises(DataShapeError):
+            checker(EVENT_DATA_TYPES[type_])(general)
+        return
+    _same(fast, general)
+    _same(fast, data)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(sorted(data_by_type)).flatmap(
+        lambda t: st.tuples(
+            st.just(t),
+            data_by_type[t].map(lambda d: _typed_json(t, d)).flatmap(_mutated),
+        )
+    )
+)
+def test_fast_decoder_takes_only_what_the_general_path_and_checker_take(
+    type_and_raw: tuple[str, Any],
+) -> None:
+    type_, raw = type_and_raw
+    try:
+        fast = fast_data(type_, raw)
+    except Slow:
+        return  # the general converter decides, as it always did
+    general = data_from_json(type_, raw)  # raises if the fast path took too much
+    _same(fast, general)
+    checker(EVENT_DATA_TYPES[type_])(fast)  # raises if the checker refuses it
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events().map(event_to_json).flatmap(lambda obj: st.just(obj) | _mutated(obj)))
+def test_decode_event_matches_the_general_decoder(obj: Any) -> None:
+    """Same event or the same error as structuring through the converter alone."""
+    line = json.loads(json.dumps(obj))
+
+    def general() -> SessionEvent:
+        # The decoder with the fast path switched off.
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_codec, "fast_data", _always_slow)
+            return event_from_json(json.loads(json.dumps(line)))
+
+    try:
+        expected: SessionEvent | str = general()
+    except SessionCorruptError as exc:
+        expected = f"{exc} seq={exc.seq}"
+    try:
+        got: SessionEvent | str = event_from_json(line)
+    except SessionCorruptError as exc:
+        got = f"{exc} seq={exc.seq}"
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        _same(got, expected)
+
+
+def _always_slow(type_: str, data: object) -> Any:
+    raise Slow
+
+
+def test_decode_event_reports_data_the_checkers_refuse_as_unchecked() -> None:
+    # The converter takes a lone surrogate in a text; the checker does not, so the
+    # event must be re-checked by Session.restore.
+    obj: dict[str, Any] = {
+        "type": "user/message",
+        "seq": 0,
+        "time": 1,
+        "data": {
+            "role": "user",
+            "id": "m",
+            "content": [{"type": "text", "text": "\ud800"}],
+        },
+        "surfaceOp": "append",
+    }
+    _event, checked = decode_event(obj, 0)
+    assert not checked
+    _ok, checked = decode_event({**obj, "data": {**obj["data"], "content": []}}, 0)
+    assert checked
+    assert decode_event({"type": "x/y", "seq": 0, "time": 1, "data": [1]}, 0)[1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 from typing import Final, TextIO
 
@@ -41,23 +42,28 @@ from ..values import (
     Aborted,
     AgentOptions,
     AgentStatus,
+    AssistantMessageData,
     BlockEnd,
     Completed,
     Errored,
     ReasoningDelta,
+    TextBlock,
     TextDelta,
     ToolCallBlock,
+    ToolResultBlock,
+    ToolResultData,
     TurnEnd,
     TurnEndReason,
     UserCancel,
     user_message,
 )
 from ._config import ModelChoice
-from ._terminal import Console, LineReader, LineSource
+from ._terminal import CTRL_C_MARK, Console, LineReader, LineSource, ReadlineReader
 from ._transcript import describe_reason
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "HISTORY_FILE",
     "TERMINATING_SIGNALS",
     "ChatApp",
     "run_chat",
@@ -69,6 +75,9 @@ DEFAULT_SYSTEM_PROMPT: Final = (
     "You are a helpful assistant in a terminal chat. Answer clearly and concisely."
 )
 
+#: The line-editing history, kept in the session directory.
+HISTORY_FILE: Final = "chat-history"
+
 #: The signals that end the chat at once, cancelling a running turn (SIGHUP: the
 #: terminal went away). Not every platform has SIGHUP.
 TERMINATING_SIGNALS: Final = tuple(
@@ -79,7 +88,8 @@ _HELP: Final = """\
 Commands:
   /help      show this help
   /session   print the session id and its log file
-  /exit      leave the chat (also Ctrl-D, or Ctrl-C while no reply is running)
+  /usage     print the tokens used in this session
+  /exit      leave the chat (also Ctrl-D, or Ctrl-C twice while no reply is running)
 
 Typing while a reply is streaming steers it: the line joins the running turn at its
 next step. Ctrl-C while a reply is streaming cancels that turn; the session goes on.
@@ -109,6 +119,8 @@ class ChatApp:
         interactive: print prompts and dim reasoning (a terminal on both ends).
         sequential: finish each turn before reading the next line (piped input),
             instead of steering the running turn with it.
+        show_usage: print the tokens a turn used after it ends.
+        reader_prompts: the line source shows the prompt itself (line editing).
     """
 
     _agent: Agent
@@ -118,6 +130,8 @@ class ChatApp:
     _label: str = "the configured model"
     _interactive: bool = False
     _sequential: bool = False
+    _show_usage: bool = False
+    _reader_prompts: bool = False
     _console: Console = attrs.field(init=False, repr=False)
     _exit_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _exit_requested: bool = attrs.field(default=False, init=False)
@@ -126,6 +140,15 @@ class ChatApp:
     _last_reason: TurnEndReason | None = attrs.field(default=None, init=False)
     _attempt: tuple[str, int] | None = attrs.field(default=None, init=False)
     _printed: tuple[str, int] | None = attrs.field(default=None, init=False)
+    _attempt_text: str = attrs.field(default="", init=False)
+    _retry_pending: bool = attrs.field(default=False, init=False)
+    _skip: str | None = attrs.field(default=None, init=False)
+    _busy: bool = attrs.field(default=False, init=False)
+    _quit_armed: bool = attrs.field(default=False, init=False)
+    _reading: bool = attrs.field(default=False, init=False)
+    _tool_names: dict[str, str] = attrs.field(factory=dict, init=False)
+    _turn_usage: list[int] = attrs.field(factory=lambda: [0, 0], init=False)
+    _total_usage: list[int] = attrs.field(factory=lambda: [0, 0], init=False)
 
     @_console.default
     def _make_console(self) -> Console:
@@ -153,6 +176,10 @@ class ChatApp:
 
     def install(self) -> None:
         """Register the chat's listeners on the agent's scope (removed when it is disposed)."""
+        for event in self._agent.session.events:
+            if isinstance(event.data, AssistantMessageData) and event.data.usage:
+                self._total_usage[0] += event.data.usage.input_tokens
+                self._total_usage[1] += event.data.usage.output_tokens
         scope = self._agent.scope
         scope.on("agent/assistant-stream", self._on_frame)
         scope.on("session/event", self._on_session_event)
@@ -168,6 +195,16 @@ class ChatApp:
         """
         self._console.line_entered()
         text = line.rstrip("\r\n")
+        if text.endswith(CTRL_C_MARK):
+            # Ctrl-C typed at a line-editing prompt: the typed text is dropped.
+            typed = text[: -len(CTRL_C_MARK)]
+            if typed.strip() and self._agent.status is not AgentStatus.RUNNING:
+                self._quit_armed = False
+                self._console.notice("[line cleared]")
+                self._prompt_if_idle()
+                return True
+            return self.interrupt() or not self._exit_requested
+        self._quit_armed = False
         stripped = text.strip()
         if not stripped:
             self._prompt_if_idle()
@@ -181,10 +218,11 @@ class ChatApp:
             if self._agent.status is AgentStatus.RUNNING:
                 self._agent.steer(message)
                 self._console.notice(
-                    "[steering: the line joins the running turn at its next step]"
+                    f"[steering: {_snippet(text)!r} joins the running turn at its next step]"
                 )
             else:
                 self._agent.followup(message)
+                self._busy = True
         except PersistenceError as exc:
             # The log is not being written: refuse the line (it is not lost silently,
             # it was never accepted) and say why; the chat goes on, so the user can
@@ -200,10 +238,17 @@ class ChatApp:
 
         A running turn is cancelled with ``UserCancel()`` (it ends ``Aborted``; the
         session and the chat go on) and ``True`` is returned. When idle, the chat is
-        asked to exit and ``False`` is returned. Never blocks.
+        asked to exit and ``False`` is returned; in an interactive chat only on the
+        second Ctrl-C in a row (the first asks to press it again). Never blocks.
         """
         if self._agent.status is AgentStatus.RUNNING:
+            self._quit_armed = False
             self._agent.cancel(UserCancel())
+            return True
+        if self._interactive and not self._quit_armed:
+            self._quit_armed = True
+            self._console.notice("[press Ctrl-C again to quit, or Ctrl-D]")
+            self._prompt_if_idle()
             return True
         self.request_exit()
         return False
@@ -252,10 +297,15 @@ class ChatApp:
         finished, so a reply to the last line is complete when this returns. In
         ``sequential`` mode each turn finishes before the next line is read.
         """
-        self._prompt_if_idle()
+        if not self._reader_prompts:
+            self._prompt_if_idle()
         with self._exit_scope:
             while True:
-                line = await reader.readline()
+                self._reading = True
+                try:
+                    line = await reader.readline()
+                finally:
+                    self._reading = False
                 if line is None:
                     self._close_input()
                     break
@@ -276,6 +326,11 @@ class ChatApp:
             return False
         if name == "/help":
             self._console.say(_HELP.format(label=self._label))
+        elif name == "/usage":
+            tokens_in, tokens_out = self._total_usage
+            self._console.say(
+                f"tokens used in session {self._agent.id}: {tokens_in} in, {tokens_out} out"
+            )
         elif name == "/session":
             self._console.say(
                 f"session {self._agent.id}\nlog     {self._log_path or '(not stored)'}"
@@ -288,8 +343,17 @@ class ChatApp:
         return True
 
     def _prompt_if_idle(self) -> None:
-        if not self._closing and self._agent.status is AgentStatus.IDLE:
-            self._console.prompt()
+        if self._closing or self._agent.status is not AgentStatus.IDLE or self._busy:
+            return
+        if self._reader_prompts and not self._reading:
+            return  # the next read shows the prompt
+        self._console.prompt()
+
+    def prompt(self) -> str:
+        """The prompt a line-editing reader shows now: ``"> "`` when idle, else ``""``."""
+        if self._busy or self._agent.status is not AgentStatus.IDLE:
+            return ""
+        return self._console.prompt_text()
 
     # ------------------------------------------------------------------ listeners
 
@@ -298,20 +362,50 @@ class ChatApp:
         if isinstance(frame, StreamChunkFrame):
             chunk = frame.chunk
             if isinstance(chunk, TextDelta):
-                self._console.end_dimmed()
-                self._separate_replies()
-                self._console.write(chunk.text)
+                self._on_text(chunk.text)
             elif isinstance(chunk, ReasoningDelta):
                 if self._interactive:
                     self._console.write(chunk.text, dim=True)
             elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallBlock):
+                self._tool_names[chunk.block.id] = chunk.block.name
                 self._console.notice(
                     f"[tool call {chunk.block.name}({chunk.block.arguments})]"
                 )
         elif isinstance(frame, StreamStartFrame):
+            previous = self._attempt
             self._attempt = (frame.attempt_id, frame.turn)
+            if (
+                self._retry_pending
+                and previous is not None
+                and previous[1] == frame.turn
+                and self._printed == previous
+            ):
+                # A retry of the attempt on screen: its partial text is not repeated.
+                self._skip = self._attempt_text
+                self._printed = self._attempt
+            else:
+                self._skip = None
+            self._retry_pending = False
+            self._attempt_text = ""
         elif isinstance(frame, StreamEndFrame):
             self._console.end_line()
+
+    def _on_text(self, text: str) -> None:
+        self._attempt_text += text
+        skip = self._skip
+        if skip is not None:
+            if skip.startswith(text):
+                self._skip = skip[len(text) :]
+                return
+            self._skip = None
+            if text.startswith(skip):
+                text = text[len(skip) :]
+            else:
+                self._console.notice("[the retried reply differs; here it is in full]")
+                text = self._attempt_text
+        self._console.end_dimmed()
+        self._separate_replies()
+        self._console.write(text)
 
     def _separate_replies(self) -> None:
         # A blank line tells one reply from the next: between the steps of a turn
@@ -331,6 +425,16 @@ class ChatApp:
         if isinstance(data, TurnEnd):
             self._last_reason = data.reason
             self._report_turn_end(data.reason)
+            self._report_usage()
+        elif isinstance(data, AssistantMessageData):
+            if data.usage is not None:
+                for i, n in enumerate(
+                    (data.usage.input_tokens, data.usage.output_tokens)
+                ):
+                    self._turn_usage[i] += n
+                    self._total_usage[i] += n
+        elif isinstance(data, ToolResultData):
+            self._report_tool_result(data)
         elif event.type == "llm/retry" and isinstance(data, dict):
             failure = data.get("failure")
             message, code = (
@@ -345,9 +449,34 @@ class ChatApp:
                 else "a moment"
             )
             retry = f"{data.get('retry')}/{data.get('maxRetries')}"
-            self._console.notice(
-                f"[request failed: {message} [{code}]; retry {retry} in {wait}]"
+            kept = (
+                "; the partial reply above is not repeated"
+                if self._attempt_text and self._printed == self._attempt
+                else ""
             )
+            self._retry_pending = True
+            self._console.notice(
+                f"[request failed: {message} [{code}]; retry {retry} in {wait}{kept}]"
+            )
+
+    def _report_usage(self) -> None:
+        tokens_in, tokens_out = self._turn_usage
+        self._turn_usage[:] = [0, 0]
+        if self._show_usage and (tokens_in or tokens_out):
+            total_in, total_out = self._total_usage
+            self._console.notice(
+                f"[tokens: {tokens_in} in, {tokens_out} out; session: {total_in} in, "
+                f"{total_out} out]"
+            )
+
+    def _report_tool_result(self, data: ToolResultData) -> None:
+        for block in data.message.content:
+            if not isinstance(block, ToolResultBlock):
+                continue
+            name = self._tool_names.get(block.tool_call_id, "tool")
+            text = "".join(b.text for b in block.content if isinstance(b, TextBlock))
+            status = " (error)" if block.is_error else ""
+            self._console.notice(f"[{name} result{status}: {_snippet(text, 200)}]")
 
     def _report_turn_end(self, reason: TurnEndReason) -> None:
         if isinstance(reason, Completed):
@@ -361,7 +490,13 @@ class ChatApp:
 
     def _on_status(self, payload: AgentStatusChanged) -> None:
         if payload.status is AgentStatus.IDLE:
+            self._busy = False
             self._prompt_if_idle()
+
+
+def _snippet(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
 
 
 async def watch_interrupts(  # noqa: ASYNC114  # started with nursery.start only here
@@ -392,6 +527,8 @@ async def run_chat(
     sequential: bool = True,
     handle_signals: bool = False,
     resume_hint: str = "",
+    show_usage: bool = False,
+    line_editing: bool = False,
 ) -> int:
     """Run one chat session to its end; returns the process exit status.
 
@@ -402,6 +539,10 @@ async def run_chat(
     before the resume hint is printed and durable when this returns. With
     ``handle_signals`` (main thread only), Ctrl-C cancels a running reply, and SIGTERM
     or SIGHUP cancel it and end the chat cleanly (see :meth:`ChatApp.terminate`).
+    A new session records ``choice.route`` in its header (``origin``). With
+    ``line_editing`` (a terminal on both ends) lines are read with GNU readline
+    (editing, and a history kept in ``session_dir``), where Ctrl-C is a key: it
+    clears a typed line, cancels a running reply, and quits when pressed twice.
 
     Returns:
         ``0``; ``1`` when the session cannot be resumed or the last turn failed.
@@ -419,7 +560,9 @@ async def run_chat(
                 system_prompt=system_prompt,
             )
         )
-        handle = await _open_agent(runtime, options, resume, stderr)
+        handle = await _open_agent(
+            runtime, options, resume, stderr, choice.route.origin()
+        )
         if handle is None:
             return 1
         agent = handle.agent
@@ -432,6 +575,14 @@ async def run_chat(
             label=choice.label,
             interactive=interactive,
             sequential=sequential,
+            show_usage=show_usage,
+            reader_prompts=line_editing,
+        )
+        reader: LineSource = LineReader(stdin)
+        editing = (
+            ReadlineReader(app.prompt, history=os.path.join(session_dir, HISTORY_FILE))
+            if line_editing
+            else None
         )
         # The signals stay handled until the hint is printed: a second SIGTERM
         # while the session is flushed or closed must not kill the process.
@@ -447,10 +598,20 @@ async def run_chat(
                     interactive=interactive,
                     stderr=stderr,
                 )
-                await app.run(LineReader(stdin))
+                if editing is not None:
+                    with editing.terminal():
+                        await app.run(editing)
+                else:
+                    await app.run(reader)
                 # Durable before the hint says so; a failed write raises here.
                 await agent.flush()
-            _farewell(agent, log_path, resume_hint, stderr)
+            hint = shlex.join(choice.route.flags())
+            _farewell(
+                agent,
+                log_path,
+                f" {hint}{resume_hint}" if hint else resume_hint,
+                stderr,
+            )
             nursery.cancel_scope.cancel()
         return 1 if isinstance(app.last_reason, Errored) else 0
     raise AssertionError(
@@ -459,13 +620,19 @@ async def run_chat(
 
 
 async def _open_agent(
-    runtime: Runtime, options: AgentOptions, resume: str | None, stderr: TextIO
+    runtime: Runtime,
+    options: AgentOptions,
+    resume: str | None,
+    stderr: TextIO,
+    origin: str,
 ) -> AgentHandle | None:
     """The chat's agent, new or resumed; ``None`` (reported) if it cannot be resumed."""
     try:
         if resume is not None:
             return await runtime.agents.resume(resume, options=options)
-        return await runtime.agents.create(options=options, meta={"cwd": _cwd()})
+        return await runtime.agents.create(
+            options=options, meta={"cwd": _cwd(), "origin": origin}
+        )
     except (
         SessionNotFoundError,
         SessionLockedError,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import shlex
 from collections.abc import Mapping
 from typing import Final
 from urllib.parse import urlsplit
@@ -20,7 +22,9 @@ __all__ = [
     "SESSION_DIR_ENV",
     "ModelChoice",
     "Preset",
+    "Route",
     "UsageError",
+    "check_session_dir",
     "offline_choice",
     "resolve_model",
     "resolve_session_dir",
@@ -64,19 +68,127 @@ PRESETS: Final[Mapping[str, Preset]] = {
 
 
 @attrs.frozen(kw_only=True)
+class Route:
+    """The model flags of a chat (``--provider``, ``--model``, ``--base-url``,
+    ``--api-key-env``) as given; ``None`` where a flag was not given.
+
+    A chat stores its route in the session header (as the ``origin`` command line),
+    so ``--resume`` continues on the same model. The API key itself is never stored.
+    """
+
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+
+    def flags(self) -> list[str]:
+        """The route as command-line arguments (only the flags that were given)."""
+        out: list[str] = []
+        for flag, value in (
+            ("--provider", self.provider),
+            ("--model", self.model),
+            ("--base-url", self.base_url),
+            ("--api-key-env", self.api_key_env),
+        ):
+            if value is not None:
+                out += [flag, value]
+        return out
+
+    def origin(self) -> str:
+        """The header ``origin`` that records this route: ``dsh-trio chat FLAGS``."""
+        return shlex.join(["dsh-trio", "chat", *self.flags()])
+
+    @classmethod
+    def from_origin(cls, origin: str | None) -> Route | None:
+        """The route an ``origin`` written by :meth:`origin` records, else ``None``."""
+        if not origin:
+            return None
+        try:
+            words = shlex.split(origin)
+        except ValueError:
+            return None
+        if words[:2] != ["dsh-trio", "chat"]:
+            return None
+        parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+        for flag in ("--provider", "--model", "--base-url", "--api-key-env"):
+            parser.add_argument(flag)
+        try:
+            known, rest = parser.parse_known_args(words[2:])
+        except (argparse.ArgumentError, SystemExit):
+            return None
+        if rest:
+            return None
+        return cls(
+            provider=known.provider,
+            model=known.model,
+            base_url=known.base_url,
+            api_key_env=known.api_key_env,
+        )
+
+    def over(self, stored: Route | None) -> Route:
+        """These flags applied over a ``stored`` route (the resumed session's).
+
+        ``--provider`` or ``--base-url`` name a new route: the stored one is ignored.
+        ``--model`` or ``--api-key-env`` alone replace that part of the stored route.
+        """
+        if stored is None or self.provider is not None or self.base_url is not None:
+            return self
+        return attrs.evolve(
+            stored,
+            model=self.model if self.model is not None else stored.model,
+            api_key_env=(
+                self.api_key_env if self.api_key_env is not None else stored.api_key_env
+            ),
+        )
+
+
+@attrs.frozen(kw_only=True)
 class ModelChoice:
-    """The provider name, model and adapter a chat uses, and how to describe them."""
+    """The provider name, model and adapter a chat uses, and how to describe them.
+
+    ``route`` holds the flags that select it (recorded in the session header).
+    """
 
     provider: str
     model: str
     adapter: ModelAdapter
     label: str
+    route: Route = Route()
 
 
 def resolve_session_dir(flag: str | None, environ: Mapping[str, str]) -> str:
     """``--session-dir``, else ``$DSH_TRIO_SESSION_DIR``, else ``~/.dsh/sessions`` (``~`` expanded)."""
     chosen = flag or environ.get(SESSION_DIR_ENV) or DEFAULT_SESSION_DIR
     return os.path.abspath(os.path.expanduser(chosen))
+
+
+def check_session_dir(path: str) -> None:
+    """Check that sessions can be stored under ``path`` (creating nothing).
+
+    ``path`` must be a writable directory, or not exist yet below a writable
+    directory (it is made on the first write). Blocking ``stat`` calls only.
+
+    Raises:
+        UsageError: ``path`` cannot hold sessions (the message says why).
+    """
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        what = (
+            "is not a directory"
+            if probe == path
+            else f"is below {probe}, which is not a directory"
+        )
+        raise UsageError(f"the session directory {path} {what}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "" if probe == path else f" (it would be made in {probe})"
+        raise UsageError(
+            f"the session directory {path} is not writable{what}; pass --session-dir DIR"
+        )
 
 
 def offline_choice(*, chunk_delay: float = 0.0) -> ModelChoice:
@@ -128,7 +240,8 @@ def resolve_model(
             )
         if api_key_env is not None:
             raise UsageError("--api-key-env needs --provider or --base-url")
-        return offline_choice(chunk_delay=chunk_delay)
+        choice = offline_choice(chunk_delay=chunk_delay)
+        return attrs.evolve(choice, route=Route(provider=provider, model=model))
     if provider is not None and not provider.strip():
         raise UsageError("--provider must not be empty")
     preset = PRESETS.get(provider) if provider is not None else None
@@ -162,4 +275,12 @@ def resolve_model(
         model=chosen_model,
         adapter=OpenAICompatibleAdapter(url, api_key=api_key or None),
         label=f"{chosen_model} via {url}",
+        route=Route(
+            provider=provider,
+            model=chosen_model,
+            base_url=base_url
+            if preset is None or base_url != preset.base_url
+            else None,
+            api_key_env=api_key_env,
+        ),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import shlex
 import sys
@@ -16,16 +17,21 @@ import trio
 from .. import __version__
 from ..errors import DshError, SessionCorruptError, SessionNotFoundError
 from ..persistence import JsonlPersistence, restore_session, truncate_log
+from ..values import SessionHeader
 from ._chat import DEFAULT_SYSTEM_PROMPT, run_chat
 from ._config import (
+    DEFAULT_API_KEY_ENV,
     DEFAULT_SESSION_DIR,
     INTERACTIVE_CHUNK_DELAY,
     PRESETS,
     SESSION_DIR_ENV,
+    Route,
     UsageError,
+    check_session_dir,
     resolve_model,
     resolve_session_dir,
 )
+from ._offline import OFFLINE_MODEL, OFFLINE_PROVIDER
 from ._transcript import (
     find_log,
     list_sessions,
@@ -55,9 +61,11 @@ examples:
 _CHAT_DESCRIPTION: Final = f"""\
 Chat with an agent in the terminal. Each line you type is a message: while the agent
 is idle it starts a turn; while a reply is streaming it steers the running turn.
-Ctrl-C cancels the running turn (the session goes on); Ctrl-C when idle, Ctrl-D or
-/exit quits. The conversation is saved as a session log; its id is printed at the
-start and at the end, and --resume ID continues it.
+Ctrl-C cancels the running turn (the session goes on); when idle it clears a typed
+line, and pressed twice on an empty line it quits, as do Ctrl-D and /exit. Lines are
+edited with readline (history in the session directory). The conversation is saved
+as a session log with its model route; its id is printed at the start and at the end,
+and --resume ID (or a unique prefix) or -c continues it on the same model.
 
 Without --provider or --base-url the chat uses a built-in offline demo model, so it
 runs without network or API key. Known providers: {", ".join(sorted(PRESETS))}
@@ -128,12 +136,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="environment variable holding the API key (default: the provider's, else OPENAI_API_KEY)",
     )
     _add_session_dir(chat)
-    chat.add_argument("--resume", metavar="ID", help="continue the saved session ID")
+    chat.add_argument(
+        "prompt",
+        nargs="?",
+        metavar="PROMPT",
+        help="run this one message as a turn, print the reply and exit",
+    )
+    chat.add_argument(
+        "--resume",
+        metavar="ID",
+        help="continue the saved session ID (a unique prefix is enough) on its model",
+    )
+    chat.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="continue the most recent saved session",
+    )
+    chat.add_argument(
+        "--quiet", action="store_true", help="no token usage line after each turn"
+    )
+    chat.add_argument(
+        "--fast",
+        action="store_true",
+        help="let the offline demo model reply at once (it streams at reading pace in a terminal)",
+    )
     chat.add_argument(
         "--system",
         metavar="TEXT",
         help='the system prompt ("" for none; default: a short assistant persona)',
     )
+
+    models = commands.add_parser(
+        "models",
+        help="list the providers and models the chat knows",
+        description="List the providers --provider accepts, their default model, endpoint and key variable.",
+    )
+    del models
 
     sessions = commands.add_parser(
         "sessions",
@@ -213,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "chat": _chat,
+        "models": _models,
         "sessions": _sessions,
         "show": _show,
         "repair": _repair,
@@ -252,17 +293,40 @@ def _isatty(stream: object) -> bool:
 
 def _chat(args: argparse.Namespace) -> int:
     stdin, stdout, stderr = sys.stdin, sys.stdout, sys.stderr
+    one_shot: str | None = args.prompt
+    if one_shot is not None:
+        stdin = io.StringIO(one_shot + "\n")
     terminal_in = _isatty(stdin)
     interactive = terminal_in and _isatty(stdout)
-    choice = resolve_model(
+    if args.resume is not None and args.continue_:
+        raise UsageError("--resume and --continue cannot be combined")
+    session_dir = resolve_session_dir(args.session_dir, os.environ)
+    check_session_dir(session_dir)
+    flags = Route(
         provider=args.provider,
         model=args.model,
         base_url=args.base_url,
         api_key_env=args.api_key_env,
-        environ=os.environ,
-        chunk_delay=INTERACTIVE_CHUNK_DELAY if interactive else 0.0,
     )
-    session_dir = resolve_session_dir(args.session_dir, os.environ)
+    resume: str | None = None
+    stored: Route | None = None
+    if args.resume is not None or args.continue_:
+        try:
+            header = trio.run(_find_session, session_dir, args.resume)
+        except LookupError as exc:
+            print(f"dsh-trio chat: {exc}", file=stderr)
+            return 1
+        resume = header.id
+        stored = Route.from_origin(header.origin)
+    route = flags.over(stored)
+    choice = resolve_model(
+        provider=route.provider,
+        model=route.model,
+        base_url=route.base_url,
+        api_key_env=route.api_key_env,
+        environ=os.environ,
+        chunk_delay=INTERACTIVE_CHUNK_DELAY if interactive and not args.fast else 0.0,
+    )
     hint = f" --session-dir {shlex.quote(args.session_dir)}" if args.session_dir else ""
     system = DEFAULT_SYSTEM_PROMPT if args.system is None else (args.system or None)
     return trio.run(
@@ -272,14 +336,69 @@ def _chat(args: argparse.Namespace) -> int:
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
-            resume=args.resume,
+            resume=resume,
             system_prompt=system,
             interactive=interactive,
             sequential=not terminal_in,
             handle_signals=threading.current_thread() is threading.main_thread(),
             resume_hint=hint,
+            show_usage=not args.quiet,
+            line_editing=interactive,
         )
     )
+
+
+async def _find_session(session_dir: str, wanted: str | None) -> SessionHeader:
+    """The stored header of session ``wanted`` (an id or a unique prefix of one), or
+    of the newest session when ``wanted`` is ``None``.
+
+    Raises:
+        LookupError: no session matches, or a prefix matches several (the message
+            says which).
+    """
+    headers = await JsonlPersistence(session_dir).list()
+    if wanted is None:
+        if not headers:
+            raise LookupError(f"no sessions in {session_dir} to continue")
+        return max(headers, key=lambda h: (h.created_at, h.id))
+    exact = [h for h in headers if h.id == wanted]
+    if exact:
+        return exact[0]
+    matches = [h for h in headers if wanted and h.id.startswith(wanted)]
+    if not matches:
+        raise LookupError(
+            f"cannot resume session {wanted!r}: no session {wanted!r} in {session_dir}"
+        )
+    if len(matches) > 1:
+        ids = ", ".join(sorted(h.id for h in matches)[:5])
+        raise LookupError(
+            f"cannot resume session {wanted!r}: the prefix matches {len(matches)} sessions ({ids})"
+        )
+    return matches[0]
+
+
+def _models(args: argparse.Namespace) -> int:
+    del args
+    rows = [("PROVIDER", "DEFAULT MODEL", "ENDPOINT", "KEY VARIABLE")]
+    rows.append((OFFLINE_PROVIDER, OFFLINE_MODEL, "(built in, no network)", "-"))
+    for name in sorted(PRESETS):
+        preset = PRESETS[name]
+        key = preset.api_key_env or "-"
+        if preset.api_key_env:
+            key += " (set)" if os.environ.get(preset.api_key_env) else " (not set)"
+        rows.append((name, preset.default_model or "(--model)", preset.base_url, key))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True))
+            + "  "
+            + row[3]
+        )
+    print(
+        "any other OpenAI-compatible server: --base-url URL --model NAME "
+        f"(key from --api-key-env VAR, default {DEFAULT_API_KEY_ENV})"
+    )
+    return 0
 
 
 def _sessions(args: argparse.Namespace) -> int:

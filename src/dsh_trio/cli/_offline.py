@@ -82,6 +82,7 @@ def offline_reply(messages: Sequence[Message]) -> str:
 
     Example::
 
+        >>> from dsh_trio import user_message
         >>> offline_reply([user_message("hello")]).splitlines()[0]
         'Hello! You said: "hello" (your message #1 in this conversation).'
     """

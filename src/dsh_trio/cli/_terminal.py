@@ -9,13 +9,21 @@ text is dimmed), so the chat can start each kind of output on a line of its own.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import os
+import sys
+from collections.abc import Callable, Iterator
 from typing import Final, Protocol, TextIO
 
 import trio
 
-__all__ = ["Console", "LineReader", "LineSource"]
+__all__ = ["CTRL_C_MARK", "Console", "LineReader", "LineSource", "ReadlineReader"]
+
+#: What a line read by :class:`ReadlineReader` ends with when Ctrl-C was pressed on
+#: it (the terminal shows the same).
+CTRL_C_MARK: Final = "^C"
+_HISTORY_LENGTH: Final = 1000
 
 _PROMPT: Final = "> "
 _DIM: Final = "\x1b[2m"
@@ -78,6 +86,98 @@ class LineReader:
         line, newline, rest = self._buffer.partition("\n")
         self._buffer = rest
         return line + newline
+
+
+class ReadlineReader:
+    """Reads lines from the terminal with GNU readline: editing, arrow keys, history.
+
+    ``input()`` runs on a worker thread, so the trio loop never blocks. Inside
+    :meth:`terminal`, Ctrl-C is a key instead of a signal: it ends the line being
+    typed, which is returned ending in :data:`CTRL_C_MARK` (and kept out of the
+    history). Use only when stdin and stdout are the process's terminal.
+
+    Args:
+        prompt: called before each read; the prompt to show (``""`` for none).
+        history: the history file (read at the start, written at the end).
+    """
+
+    def __init__(self, prompt: Callable[[], str], *, history: str | None) -> None:
+        self._prompt = prompt
+        self._history = history
+
+    @contextlib.contextmanager
+    def terminal(self) -> Iterator[None]:
+        """Set up readline and the terminal for the chat; restore both on exit.
+
+        Loads the history, binds Ctrl-C and stops the terminal from turning it into
+        SIGINT. Blocking (small file and terminal calls).
+        """
+        import readline
+
+        readline.parse_and_bind("set enable-bracketed-paste off")
+        readline.parse_and_bind(r'"\C-c": "\C-e' + CTRL_C_MARK + r'\C-j"')
+        readline.set_history_length(_HISTORY_LENGTH)
+        if self._history is not None:
+            with contextlib.suppress(OSError):
+                readline.read_history_file(self._history)
+        with _ctrl_c_as_key(sys.stdin):
+            try:
+                yield
+            finally:
+                if self._history is not None:
+                    with contextlib.suppress(OSError):
+                        os.makedirs(os.path.dirname(self._history), exist_ok=True)
+                        readline.write_history_file(self._history)
+
+    async def readline(self) -> str | None:
+        """The next line (with a newline), or ``None`` at end of input (Ctrl-D).
+
+        Blocks on a worker thread until the line is entered. Cancellation abandons
+        the read at once.
+        """
+        prompt = self._prompt()
+        try:
+            line = await trio.to_thread.run_sync(
+                _read_line, prompt, abandon_on_cancel=True
+            )
+        except EOFError:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            return None  # noqa: ASYNC910  # the worker-thread call checkpointed
+        return line + "\n"
+
+
+def _read_line(prompt: str) -> str:
+    import readline
+
+    line = input(prompt)
+    if line.endswith(CTRL_C_MARK):
+        length = readline.get_current_history_length()
+        if length and readline.get_history_item(length) == line:
+            readline.remove_history_item(length - 1)
+    return line
+
+
+@contextlib.contextmanager
+def _ctrl_c_as_key(stream: TextIO) -> Iterator[None]:
+    """Make the terminal pass Ctrl-C through as a character (no SIGINT)."""
+    try:
+        import termios
+
+        fd = stream.fileno()
+        saved = termios.tcgetattr(fd)
+        disabled = os.fpathconf(fd, "PC_VDISABLE")
+    except (ImportError, OSError, ValueError, io.UnsupportedOperation):
+        yield
+        return
+    changed = termios.tcgetattr(fd)
+    changed[6][termios.VINTR] = bytes([disabled])
+    termios.tcsetattr(fd, termios.TCSANOW, changed)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 class Console:
@@ -144,6 +244,10 @@ class Console:
         self.end_line()
         self._err.write(text + "\n")
         self._err.flush()
+
+    def prompt_text(self) -> str:
+        """The input prompt (``"> "``); shown only when interactive."""
+        return _PROMPT if self._interactive else ""
 
     def prompt(self) -> None:
         """Show the input prompt on a fresh line (interactive only)."""

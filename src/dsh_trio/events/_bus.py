@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import inspect
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias, TypeVar, cast
 
 import trio
+
+from ._frames import EMIT_EVENT_NAMES
 
 __all__ = ["EmitListener", "EventBus", "SerialListener", "WaterfallListener"]
 
@@ -51,6 +54,41 @@ def _no_parent(_scope: object) -> object | None:
     return None
 
 
+def _is_async(listener: Callable[..., Any]) -> bool:
+    """Whether calling ``listener`` gives a coroutine or an async generator."""
+    if inspect.iscoroutinefunction(listener) or inspect.isasyncgenfunction(listener):
+        return True
+    call = getattr(type(listener), "__call__", None)  # noqa: B004  # a callable instance
+    return call is not None and (
+        inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
+    )
+
+
+class _Resolved:
+    """The listeners one scope admits for one listener tuple, and the owner chain
+    they were resolved against (re-walked on every use, so a changed owner is seen)."""
+
+    __slots__ = ("chain", "entries", "listeners", "ref", "tail")
+
+    def __init__(
+        self,
+        ref: weakref.ref[Any],
+        entries: tuple[_Entry, ...],
+        chain: tuple[object, ...],
+        tail: object | None,
+        listeners: tuple[Callable[..., Any], ...],
+    ) -> None:
+        self.ref = ref
+        self.entries = entries
+        self.chain = chain
+        self.tail = tail
+        self.listeners = listeners
+
+
+#: Resolutions kept per event name before the cache of that name starts over.
+_CACHE_LIMIT = 4096
+
+
 class EventBus:
     """Named events with three dispatch modes and scope-filtered delivery.
 
@@ -72,6 +110,14 @@ class EventBus:
     registering or removing listeners from inside a listener affects later dispatches
     only.
 
+    The listeners a scope admits are resolved once per listener set and kept (for
+    scopes that support weak references); each dispatch re-walks the scope's owner
+    chain, O(depth), to confirm it, so its cost does not grow with the number of
+    listeners registered for other scopes.
+
+    The runtime's emit events (``agent/status``, ``agent/assistant-stream``, ...) take
+    plain callables only: registering an ``async def`` for one raises ``TypeError``.
+
     Args:
         parent_of: gives the owner of a scope, or ``None`` for a root; the runtime maps
             an agent to its parent agent. Without it no scope has a parent.
@@ -84,7 +130,7 @@ class EventBus:
         dispose()
     """
 
-    __slots__ = ("_listeners", "_parent_of")
+    __slots__ = ("_cache", "_listeners", "_parent_of")
 
     def __init__(
         self, *, parent_of: Callable[[object], object | None] | None = None
@@ -93,6 +139,8 @@ class EventBus:
         # failed dictionary lookup.
         self._listeners: dict[str, tuple[_Entry, ...]] = {}
         self._parent_of = parent_of if parent_of is not None else _no_parent
+        # name -> id(scope) -> resolution; dropped whenever ``name``'s listeners change.
+        self._cache: dict[str, dict[int, _Resolved]] = {}
 
     # ------------------------------------------------------------------ registration
 
@@ -122,15 +170,26 @@ class EventBus:
             An idempotent disposer that removes this registration.
 
         Raises:
-            TypeError: ``name`` is not a string or ``listener`` is not callable.
+            TypeError: ``name`` is not a string, ``listener`` is not callable, or
+                ``listener`` is an async callable and ``name`` is one of the
+                runtime's emit events (nothing would await it).
         """
         if not isinstance(name, str):
             raise TypeError(f"event name must be a str, got {name!r}")
         if not callable(listener):
             raise TypeError(f'listener for "{name}" is not callable: {listener!r}')
+        if name in EMIT_EVENT_NAMES and _is_async(listener):
+            raise TypeError(
+                f'"{name}" is an emit event: its listeners are plain (synchronous) '
+                f"callables, and nothing would await the async callable {listener!r}. "
+                "Register a plain function instead; to do async work from it, hand the "
+                "payload to a task (e.g. send it on a trio memory channel read by a "
+                "task in your nursery)."
+            )
         entry = _Entry(listener, scope)
         current = self._listeners.get(name, ())
         self._listeners[name] = (entry, *current) if prepend else (*current, entry)
+        self._cache.pop(name, None)
 
         def dispose() -> None:
             entries = self._listeners.get(name)
@@ -141,6 +200,7 @@ class EventBus:
                 self._listeners[name] = remaining
             else:
                 del self._listeners[name]
+            self._cache.pop(name, None)
 
         return dispose
 
@@ -153,32 +213,58 @@ class EventBus:
 
     # ------------------------------------------------------------------ resolution
 
-    def _ancestry(self, scope: object) -> set[int]:
-        """Identities of ``scope`` and every owner above it (cycle-safe)."""
-        seen: set[int] = set()
-        current: object | None = scope
+    def _chain(self, scope: object) -> tuple[tuple[object, ...], object | None]:
+        """The owners above ``scope``, nearest first, and what ``parent_of`` gave
+        after the last of them: ``None``, or an earlier member when the chain loops."""
+        seen = {id(scope)}
+        chain: list[object] = []
         parent_of = self._parent_of
+        current = parent_of(scope)
         while current is not None and id(current) not in seen:
             seen.add(id(current))
+            chain.append(current)
             current = parent_of(current)
-        return seen
+        return tuple(chain), current
+
+    def _still(self, resolved: _Resolved, scope: object) -> bool:
+        """Whether ``scope``'s owner chain is still the one ``resolved`` was built on."""
+        parent_of = self._parent_of
+        current = parent_of(scope)
+        for owner in resolved.chain:
+            if current is not owner:
+                return False
+            current = parent_of(current)
+        return current is resolved.tail
 
     def _resolve(
-        self, entries: tuple[_Entry, ...], scope: object | None
-    ) -> list[Callable[..., Any]]:
-        ancestry: set[int] | None = None
-        admitted: list[Callable[..., Any]] = []
-        for entry in entries:
-            listener_scope = entry.scope
-            if listener_scope is not None:
-                if scope is None:
-                    continue
-                if ancestry is None:
-                    ancestry = self._ancestry(scope)
-                if id(listener_scope) not in ancestry:
-                    continue
-            admitted.append(entry.listener)
-        return admitted
+        self, name: str, entries: tuple[_Entry, ...], scope: object | None
+    ) -> tuple[Callable[..., Any], ...]:
+        """The listeners of ``entries`` that ``scope`` admits, in registration order."""
+        if scope is None:
+            return tuple(e.listener for e in entries if e.scope is None)
+        by_scope = self._cache.get(name)
+        if by_scope is not None:
+            resolved = by_scope.get(id(scope))
+            if (
+                resolved is not None
+                and resolved.entries is entries
+                and resolved.ref() is scope
+                and self._still(resolved, scope)
+            ):
+                return resolved.listeners
+        chain, tail = self._chain(scope)
+        ancestry = {id(scope), *map(id, chain)}
+        listeners = tuple(
+            e.listener for e in entries if e.scope is None or id(e.scope) in ancestry
+        )
+        try:
+            ref = weakref.ref(scope)
+        except TypeError:  # no weak references: resolve on every dispatch
+            return listeners
+        if by_scope is None or len(by_scope) >= _CACHE_LIMIT:
+            by_scope = self._cache[name] = {}
+        by_scope[id(scope)] = _Resolved(ref, entries, chain, tail, listeners)
+        return listeners
 
     # ------------------------------------------------------------------ dispatch
 
@@ -202,18 +288,9 @@ class EventBus:
             return
         if scope is _FROM_PAYLOAD:
             scope = getattr(payload, "agent", None)
-        ancestry: set[int] | None = None
-        for entry in entries:
-            listener_scope = entry.scope
-            if listener_scope is not None:
-                if scope is None:
-                    continue
-                if ancestry is None:
-                    ancestry = self._ancestry(scope)
-                if id(listener_scope) not in ancestry:
-                    continue
+        for listener in self._resolve(name, entries, scope):
             try:
-                result = entry.listener(payload)
+                result = listener(payload)
             except Exception:
                 _logger.exception('listener of event "%s" raised', name)
                 continue
@@ -227,7 +304,7 @@ class EventBus:
                     'listener of emit event "%s" returned an awaitable; emit listeners '
                     "must be plain callables (%r)",
                     name,
-                    entry.listener,
+                    listener,
                 )
 
     async def serial(
@@ -257,7 +334,7 @@ class EventBus:
             return None
         if scope is _FROM_PAYLOAD:
             scope = getattr(payload, "agent", None)
-        for listener in self._resolve(entries, scope):
+        for listener in self._resolve(name, entries, scope):
             result = await listener(payload)
             if result is not None and result is not False:
                 return cast("object", result)
@@ -292,7 +369,7 @@ class EventBus:
             return default
         if scope is _FROM_PAYLOAD:
             scope = getattr(payload, "agent", None)
-        chain = self._resolve(entries, scope)
+        chain = self._resolve(name, entries, scope)
         cursor = 0
 
         async def next_() -> T:

@@ -14,6 +14,7 @@ import attrs
 from ..values import StreamChunk
 
 __all__ = [
+    "EMIT_EVENT_NAMES",
     "EVENT_NAMES",
     "Abandoned",
     "Committed",
@@ -39,6 +40,20 @@ EVENT_NAMES: tuple[str, ...] = (
     "agent/request-error",
     "agent/turn-stopping",
     "session/event",
+)
+
+#: The runtime's events dispatched with ``emit``: their listeners are plain callables.
+EMIT_EVENT_NAMES: frozenset[str] = frozenset(
+    {
+        "agent/disposed",
+        "agent/status",
+        "agent/error",
+        "agent/inbox/inserted",
+        "agent/inbox/claimed",
+        "agent/inbox/discarded",
+        "agent/assistant-stream",
+        "session/event",
+    }
 )
 
 # --------------------------------------------------------------------------- stream frames

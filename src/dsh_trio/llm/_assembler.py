@@ -73,6 +73,15 @@ class BlockAssembler:
 
     def push(self, chunk: StreamChunk) -> None:
         """Take in the next chunk of the stream. Never blocks."""
+        if chunk.__class__ is TextDelta:  # hot path: a text delta of the open block
+            partial = self._partials.get(chunk.index)
+            if (
+                partial is not None
+                and partial.end is None
+                and partial.block_type == "text"
+            ):
+                partial.parts.append(chunk.text)
+                return
         # isinstance chain, most frequent chunk kinds first.
         if isinstance(chunk, TextDelta):
             self._text(chunk.index, "text", chunk.text)

@@ -42,6 +42,15 @@ _DRAIN_SECONDS: Final = 1.0
 _logger = logging.getLogger("dsh_trio")
 
 
+def _is_deepseek(base_url: str) -> bool:
+    """Whether ``base_url`` is DeepSeek's own API (``api.deepseek.com``)."""
+    try:
+        host = httpx.URL(base_url).host.lower()
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False
+    return host == "deepseek.com" or host.endswith(".deepseek.com")
+
+
 def _seconds(name: str, value: object) -> float | None:
     """A timeout keyword: a positive finite number of seconds, or ``None`` (off)."""
     if value is None:
@@ -66,15 +75,43 @@ class OpenAICompatibleAdapter:
     Works with DeepSeek, OpenAI, vLLM, llama.cpp, Ollama and other servers that speak
     ``POST /chat/completions`` with server-sent events. Text, reasoning
     (``reasoning_content`` or ``reasoning``) and tool-call deltas, usage and finish
-    reasons are mapped to :data:`~dsh_trio.llm.StreamChunk` values. A completed
-    response with no block at all ends with ``Finish`` error ``EMPTY_RESPONSE``; a
-    ``stop`` that comes with tool calls is reported as ``tool-calls``.
+    reasons are mapped to :data:`~dsh_trio.llm.StreamChunk` values. ``content``
+    may also be a list of parts: ``text`` parts are text, ``thinking`` and
+    ``reasoning`` parts (Mistral's magistral models) are reasoning. A ``refusal``
+    (OpenAI) is the reply's text, so a refused request ends the step with the
+    refusal and is not retried. A completed response with no block at all ends
+    with ``Finish`` error ``EMPTY_RESPONSE``; a ``stop`` that comes with tool calls
+    is reported as ``tool-calls``.
+
+    An ``error`` event inside the stream is classified like an HTTP status (its
+    ``code``/``status`` number, or its ``type``: ``invalid_request_error`` is
+    ``INVALID_REQUEST``, not retried). An error event after a finish reason does
+    not fail the attempt: a stream that reports ``length``, then an error about
+    the limit and the usage, ends ``max-tokens`` with the usage kept. Usage the
+    server reported is yielded before any failure is raised.
 
     History mapping: system, user and assistant text; assistant tool calls as
     ``tool_calls``; tool results (user messages from a :class:`ToolSource`, or
-    :class:`ToolResultBlock` content) as ``tool`` messages. Reasoning blocks are not
-    sent back. Images become ``image_url`` parts when their attachment has a
-    ``url`` or inline ``data`` + ``mediaType``, else a placeholder text.
+    :class:`ToolResultBlock` content) as ``tool`` messages. Reasoning blocks are
+    sent back only with ``reasoning_passback`` (below). Images become
+    ``image_url`` parts when their attachment has a ``url`` or inline ``data`` +
+    ``mediaType``, else a placeholder text.
+
+    Providers whose stream shapes are replayed in the tests
+    (``tests/llm/fixtures/``), and their quirks:
+
+    ============  ====================================================================
+    DeepSeek      ``reasoning_content`` deltas; usage in a last chunk with empty
+                  ``choices`` (``prompt_cache_hit_tokens``); thinking mode needs the
+                  reasoning passed back (``reasoning_passback``, on by default)
+    OpenAI        ``refusal`` deltas; ``max_completion_tokens`` for newer models
+                  (``max_tokens_field``); usage chunk with ``choices: []``
+    OpenRouter    ``reasoning`` deltas; ``: OPENROUTER PROCESSING`` comments; error
+                  events after a ``length`` finish
+    Groq          ``reasoning`` deltas; usage under ``x_groq``; ``invalid_request_error``
+                  error events in a 200 stream
+    Mistral       ``content`` as a list of ``thinking`` / ``text`` parts (magistral)
+    ============  ====================================================================
 
     The API key is sent only in the ``Authorization`` header; it never appears in
     this object's repr. Every string the server or the transport supplies (error
@@ -119,10 +156,22 @@ class OpenAICompatibleAdapter:
             ``None`` for no limit.
         idle_timeout_s: the longest wait for the next line of a streaming response,
             in seconds (default 300); ``None`` for no limit.
+        max_tokens_field: the request field that carries ``max_tokens``
+            (``"max_completion_tokens"`` for OpenAI's newer models, which refuse
+            ``max_tokens``).
+        reasoning_passback: send the assistant's reasoning back as
+            ``reasoning_content`` on the assistant messages that carry tool calls
+            within the current user turn (never for earlier turns), as DeepSeek's
+            thinking mode requires. ``None`` (the default) turns it on for
+            DeepSeek's own API (a ``*.deepseek.com`` URL) only; pass ``True`` for
+            a proxy in front of DeepSeek. Servers that refuse unknown message
+            fields (Groq, Mistral) need it off.
 
     Raises:
-        ValueError: ``base_url`` is empty, ``api_key`` is an empty string, or a
-            timeout is not a positive number of seconds (or ``None``).
+        ValueError: ``base_url`` is empty, ``api_key`` is an empty string, a
+            timeout is not a positive number of seconds (or ``None``),
+            ``max_tokens_field`` is not a non-empty string, or
+            ``reasoning_passback`` is not a bool or ``None``.
     """
 
     _base_url: str
@@ -134,6 +183,8 @@ class OpenAICompatibleAdapter:
     _headers: httpx.Headers
     _request_timeout: float
     _idle_timeout: float | None
+    _max_tokens_field: str
+    _reasoning_passback: bool
 
     def __init__(
         self,
@@ -145,6 +196,8 @@ class OpenAICompatibleAdapter:
         default_headers: Mapping[str, str] | None = None,
         request_timeout_s: float | None = _DEFAULT_REQUEST_TIMEOUT_S,
         idle_timeout_s: float | None = _DEFAULT_IDLE_TIMEOUT_S,
+        max_tokens_field: str = "max_tokens",
+        reasoning_passback: bool | None = None,
     ) -> None:
         raw_url: object = base_url  # callers may pass anything at runtime
         raw_key: object = api_key
@@ -155,6 +208,18 @@ class OpenAICompatibleAdapter:
         if raw_key is not None and (not isinstance(raw_key, str) or not raw_key):
             # The value itself is never echoed: it may be a secret.
             raise ValueError("OpenAICompatibleAdapter api_key must be a non-empty str")
+        raw_field: object = max_tokens_field
+        if not isinstance(raw_field, str) or not raw_field.strip():
+            raise ValueError(
+                "OpenAICompatibleAdapter max_tokens_field must be a non-empty field "
+                f"name such as 'max_completion_tokens', got {max_tokens_field!r}"
+            )
+        raw_passback: object = reasoning_passback
+        if raw_passback is not None and not isinstance(raw_passback, bool):
+            raise ValueError(
+                "OpenAICompatibleAdapter reasoning_passback must be True, False or "
+                f"None (decided by the server), got {reasoning_passback!r}"
+            )
         request_timeout = _seconds("request_timeout_s", request_timeout_s)
         idle_timeout = _seconds("idle_timeout_s", idle_timeout_s)
         headers = httpx.Headers(default_headers or {})
@@ -165,6 +230,8 @@ class OpenAICompatibleAdapter:
             timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
         )
         base = base_url.rstrip("/")
+        if reasoning_passback is None:
+            reasoning_passback = _is_deepseek(base)
         self.__attrs_init__(
             base,
             f"{base}/chat/completions",
@@ -175,6 +242,8 @@ class OpenAICompatibleAdapter:
             headers,
             math.inf if request_timeout is None else request_timeout,
             idle_timeout,
+            max_tokens_field,
+            reasoning_passback,
         )
 
     def __repr__(self) -> str:
@@ -221,7 +290,11 @@ class OpenAICompatibleAdapter:
                 ran out), or the stream was malformed (``MALFORMED_RESPONSE``) or
                 cut short (``TRANSPORT``).
         """
-        body = request_body(request)
+        body = request_body(
+            request,
+            max_tokens_field=self._max_tokens_field,
+            reasoning_passback=self._reasoning_passback,
+        )
         await trio.lowlevel.checkpoint()
         secret = self._api_key
         translator = Translator(secret)
@@ -301,7 +374,13 @@ class OpenAICompatibleAdapter:
                         drain = min(deadline, trio.current_time() + _DRAIN_SECONDS)
                         with trio.move_on_at(drain):
                             await _read_rest(lines)
+                    if failure is None:
+                        failure = translator.failure
                     if failure is not None:
+                        # Usage the server reported before failing is still spent.
+                        usage = translator.usage
+                        if usage is not None:
+                            yield usage  # noqa: ASYNC119, ASYNC911
                         raise failure
                     for chunk in translator.finish():
                         yield chunk  # noqa: ASYNC119, ASYNC911

@@ -65,22 +65,7 @@ def http_error(response: httpx.Response, url: str, secret: str | None) -> LlmErr
     if len(message) > _MAX_ERROR_TEXT:
         message = message[:_MAX_ERROR_TEXT] + "..."
     lowered = f"{message} {clean(provider_code or '', secret)}".lower()
-    if status in (401, 403):
-        code = "AUTH"
-    elif status == 402 or "insufficient_quota" in lowered:
-        code = "QUOTA"
-    elif status == 429:
-        code = "RATE_LIMIT"
-    elif status == 408:
-        code = "TIMEOUT"
-    elif status in (400, 413, 422) and _overflows_context(lowered):
-        code = "CONTEXT_WINDOW_EXCEEDED"
-    elif 400 <= status < 500:
-        code = "INVALID_REQUEST"
-    elif status >= 500:
-        code = "SERVER"
-    else:
-        code = "UNKNOWN"
+    code = _status_code(status, lowered) or "UNKNOWN"
     return LlmError(
         LlmFailure(
             f"HTTP {status} from {url}: {message}",
@@ -90,6 +75,72 @@ def http_error(response: httpx.Response, url: str, secret: str | None) -> LlmErr
             request_id=_request_id(response.headers, secret),
         )
     )
+
+
+def _status_code(status: int, lowered: str) -> str | None:
+    """The failure code of an HTTP status, refined by the provider's own words.
+
+    ``lowered`` is the (cleaned, lower-cased) message and provider code. ``None``
+    for a status that says nothing (below 400).
+    """
+    if status in (401, 403):
+        return "AUTH"
+    if status == 402 or "insufficient_quota" in lowered:
+        return "QUOTA"
+    if status == 429:
+        return "RATE_LIMIT"
+    if status == 408:
+        return "TIMEOUT"
+    if status in (400, 413, 422) and _overflows_context(lowered):
+        return "CONTEXT_WINDOW_EXCEEDED"
+    if 400 <= status < 500:
+        return "INVALID_REQUEST"
+    if status >= 500:
+        return "SERVER"
+    return None
+
+
+#: Provider error ``type`` / ``code`` words and the status they stand for (OpenAI,
+#: Groq, DeepSeek, Mistral, OpenRouter spell them this way in error objects).
+_ERROR_TYPE_STATUS: Final[dict[str, int]] = {
+    "invalid_request_error": 400,
+    "bad_request": 400,
+    "bad_request_error": 400,
+    "invalid_request": 400,
+    "context_length_exceeded": 400,
+    "authentication_error": 401,
+    "invalid_api_key": 401,
+    "permission_error": 403,
+    "permission_denied": 403,
+    "insufficient_quota": 402,
+    "not_found_error": 404,
+    "model_not_found": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "server_error": 500,
+    "internal_error": 500,
+    "internal_server_error": 500,
+    "api_error": 500,
+    "overloaded_error": 503,
+    "service_unavailable": 503,
+    "timeout": 408,
+}
+
+
+def _status_of(value: object) -> int | None:
+    """An HTTP status written as a number or a numeric string, else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        status = value
+    elif (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and len(value) == 3 and value.isdigit()
+    ):
+        status = int(value)
+    else:
+        return None
+    return status if 100 <= status <= 599 else None
 
 
 def _request_id(headers: httpx.Headers, secret: str | None) -> str | None:
@@ -123,19 +174,43 @@ def transport_error(exc: httpx.RequestError, url: str, secret: str | None) -> Ll
 
 
 def stream_failure(error: object, secret: str | None) -> LlmFailure:
-    """An error event inside a 200 stream (vLLM, OpenRouter and others send these)."""
+    """An error event inside a 200 stream (vLLM, OpenRouter, Groq and others send these).
+
+    Classified like an HTTP error: a status in the payload (``code: 400``,
+    ``status``, ``status_code``, or one inside ``metadata``) or a known error
+    ``type`` / ``code`` word (``invalid_request_error``, ``rate_limit_exceeded``,
+    ``server_error``...) picks the code an HTTP response with that status would
+    get, so a 4xx other than 408 and 429 is not retried by the default policy.
+    An error that says nothing of its kind is ``SERVER``.
+    """
     message: str | None = None
-    code: str | None = None
+    words: list[str] = []
+    status: int | None = None
     if isinstance(error, dict):
-        message = as_str(error.get("message"))
-        code = as_str(error.get("code")) or as_str(error.get("type"))
+        message = as_str(error.get("message")) or as_str(error.get("detail"))
+        metadata = error.get("metadata")
+        for field in ("status", "status_code", "code", "http_status"):
+            status = status or _status_of(error.get(field))
+            if status is None and isinstance(metadata, dict):
+                status = _status_of(metadata.get(field))
+        for field in ("type", "code", "error_type"):
+            word = as_str(error.get(field))
+            if word and not word.isdigit():
+                words.append(word)
     elif isinstance(error, str):
         message = error
     text = clean(message or "the server reported an error in the stream", secret)
-    lowered = f"{text} {clean(code or '', secret)}".lower()
-    if _overflows_context(lowered):
-        return LlmFailure(text[:_MAX_ERROR_TEXT], "CONTEXT_WINDOW_EXCEEDED")
-    return LlmFailure(text[:_MAX_ERROR_TEXT], "SERVER")
+    kinds = clean(" ".join(words), secret)
+    lowered = f"{text} {kinds}".lower()
+    if status is None:
+        for word in words:
+            status = _ERROR_TYPE_STATUS.get(word.lower())
+            if status is not None:
+                break
+    code = _status_code(status, lowered) if status is not None else None
+    if code is None:
+        code = "CONTEXT_WINDOW_EXCEEDED" if _overflows_context(lowered) else "SERVER"
+    return LlmFailure(text[:_MAX_ERROR_TEXT], code, status=status)
 
 
 def scrub_exception(exc: BaseException, secret: str | None) -> None:

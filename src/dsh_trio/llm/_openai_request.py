@@ -4,8 +4,14 @@
 included). History mapping: system, user and assistant text; assistant tool calls as
 ``tool_calls``; tool results (user messages from a :class:`ToolSource`, or
 :class:`ToolResultBlock` content) as ``tool`` messages. Reasoning blocks are not sent
-back. Images become ``image_url`` parts when their attachment has a ``url`` or inline
+back (but see ``reasoning_passback`` below). Images become ``image_url`` parts when their attachment has a ``url`` or inline
 ``data`` + ``mediaType``, else a placeholder text.
+
+Reasoning goes back only where a provider requires it: with ``reasoning_passback``
+(DeepSeek's thinking mode), an assistant message that carries tool calls within the
+current user turn gets its reasoning as ``reasoning_content``. The current user turn
+starts at the last user message that is not a tool result; earlier turns' reasoning
+is never sent.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from ..values import (
     JsonValue,
     LlmFailure,
     Message,
+    ReasoningBlock,
     SystemMessage,
     TextBlock,
     ToolCallBlock,
@@ -36,15 +43,26 @@ _EMPTY_TOOL_OUTPUT: Final = "(no output)"
 _IMAGE_PLACEHOLDER: Final = "[image omitted]"
 
 
-def request_body(request: ModelRequest) -> dict[str, JsonValue]:
+def request_body(
+    request: ModelRequest,
+    *,
+    max_tokens_field: str = "max_tokens",
+    reasoning_passback: bool = False,
+) -> dict[str, JsonValue]:
     """The JSON body of one streamed chat completion for ``request``.
+
+    Args:
+        request: what to ask.
+        max_tokens_field: the body field that carries ``request.max_tokens``.
+        reasoning_passback: send ``reasoning_content`` back on the current user
+            turn's assistant messages that carry tool calls (DeepSeek thinking mode).
 
     Raises:
         LlmError: a tool schema has no usable name (``INVALID_REQUEST``).
     """
     body: dict[str, JsonValue] = {
         "model": request.model,
-        "messages": _wire_messages(request.messages),
+        "messages": _wire_messages(request.messages, reasoning_passback),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -53,7 +71,7 @@ def request_body(request: ModelRequest) -> dict[str, JsonValue]:
             _wire_tool(n, schema) for n, schema in enumerate(request.tools)
         ]
     if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
+        body[max_tokens_field] = request.max_tokens
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.stop is not None:
@@ -137,10 +155,30 @@ def _tool_message(call_id: str, blocks: tuple[ContentBlock, ...]) -> JsonValue:
     }
 
 
-def _wire_messages(messages: Sequence[Message]) -> list[JsonValue]:
-    """dsh messages → chat messages (reasoning blocks are not sent back)."""
+def _is_tool_result(message: UserMessage) -> bool:
+    if isinstance(message.source, ToolSource):
+        return True
+    return bool(message.content) and all(
+        isinstance(b, ToolResultBlock) for b in message.content
+    )
+
+
+def _turn_start(messages: Sequence[Message]) -> int:
+    """The index of the message that opens the current user turn (0 if none does)."""
+    for n in range(len(messages) - 1, -1, -1):
+        message = messages[n]
+        if isinstance(message, UserMessage) and not _is_tool_result(message):
+            return n
+    return 0
+
+
+def _wire_messages(
+    messages: Sequence[Message], reasoning_passback: bool = False
+) -> list[JsonValue]:
+    """dsh messages → chat messages (reasoning only as ``reasoning_passback`` says)."""
+    turn_start = _turn_start(messages) if reasoning_passback else len(messages)
     wire: list[JsonValue] = []
-    for message in messages:
+    for n, message in enumerate(messages):
         if isinstance(message, SystemMessage):
             wire.append({"role": "system", "content": _text(message.content)})
         elif isinstance(message, AssistantMessage):
@@ -158,6 +196,12 @@ def _wire_messages(messages: Sequence[Message]) -> list[JsonValue]:
             entry: dict[str, JsonValue] = {"role": "assistant", "content": text}
             if calls:
                 entry["tool_calls"] = calls
+                if n >= turn_start:
+                    reasoning = [
+                        b.text for b in message.content if isinstance(b, ReasoningBlock)
+                    ]
+                    if reasoning:
+                        entry["reasoning_content"] = "".join(reasoning)
             wire.append(entry)
         else:
             wire.extend(_wire_user(message))

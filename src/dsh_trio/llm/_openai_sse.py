@@ -120,11 +120,34 @@ def _finish_reason(
     return FinishReason("error", LlmFailure(f"model stopped: {quoted}", code))
 
 
+def _part_text(value: object) -> str:
+    """The text of a reasoning part's value: a string, or a list of text parts."""
+    if type(value) is str:
+        return value
+    if not isinstance(value, list):
+        return ""
+    pieces: list[str] = []
+    for item in value:
+        if type(item) is str:
+            pieces.append(item)
+        elif isinstance(item, dict):
+            text = item.get("text")
+            if text is None:
+                text = item.get("thinking")
+            pieces.append(_part_text(text))
+    return "".join(pieces)
+
+
 class Translator:
     """Turns SSE payloads of one response into stream chunks.
 
     Block indexes are dense, in order of first appearance; ``BlockEnd``, usage and
     finish are held back until the stream ends so nothing follows ``Finish``.
+    Text comes from ``content`` (a string, or a list of ``text`` / ``thinking`` /
+    ``reasoning`` parts) and ``refusal``; reasoning from ``reasoning_content``,
+    ``reasoning`` and the reasoning parts of ``content``. An ``error`` event ends
+    the stream: after a finish reason it is ignored (the finish and the usage
+    stand), before one it becomes :attr:`failure`.
     Streamed text is shown as :class:`StreamText` lets it through: a tail that might
     still become the API key, or half of a surrogate pair, waits for the next event
     (or the end of the stream). :attr:`repaired` counts the code points that were
@@ -145,6 +168,7 @@ class Translator:
         "_tools",
         "_usage",
         "done",
+        "failure",
     )
 
     def __init__(self, secret: str | None) -> None:
@@ -157,6 +181,8 @@ class Translator:
         self._finish: str | None = None
         self._usage: Usage | None = None
         self.done = False
+        #: The error event that ended the stream before any finish reason, if any.
+        self.failure: LlmError | None = None
         self._repaired_strings = 0
 
     @property
@@ -190,10 +216,8 @@ class Translator:
             raise LlmError(
                 LlmFailure(f"malformed server event: {quoted!r}", "MALFORMED_RESPONSE")
             )
-        error = obj.get("error")
-        if error:
-            raise LlmError(stream_failure(error, self._secret))
         out: list[StreamChunk] = []
+        finished = self._finish is not None
         choices = obj.get("choices")
         if isinstance(choices, list):
             for choice in choices:
@@ -204,41 +228,99 @@ class Translator:
                 ):
                     self._choice(choice, out)
         usage = obj.get("usage")
+        if usage is None:
+            groq = obj.get("x_groq")  # Groq reports usage inside its own object
+            if isinstance(groq, dict):
+                usage = groq.get("usage")
         if isinstance(usage, dict):
             self._usage = _map_usage(usage) or self._usage
+        error = obj.get("error")
+        if error:
+            # Read after the choices and usage of the same event, so both are kept.
+            # A finish that already arrived decides the outcome: a server that
+            # reports "length" and then an error about the limit it hit has ended
+            # the response, and its error is no failure of the attempt.
+            self.done = True
+            if not finished:
+                self.failure = LlmError(stream_failure(error, self._secret))
         return out
+
+    @property
+    def usage(self) -> Usage | None:
+        """The latest usage the server reported, from any event."""
+        return self._usage
+
+    def _show_text(self, content: str, out: list[StreamChunk]) -> None:
+        block = self._text
+        if block is None:
+            block = self._text = self._open("text", out)
+        shown = block.text.push(content)
+        if shown:
+            block.parts.append(shown)
+            out.append(TextDelta(block.index, shown))
+
+    def _show_reasoning(self, reasoning: str, out: list[StreamChunk]) -> None:
+        block = self._reasoning
+        if block is None:
+            block = self._reasoning = self._open("reasoning", out)
+        shown = block.text.push(reasoning)
+        if shown:
+            block.parts.append(shown)
+            out.append(ReasoningDelta(block.index, shown))
 
     def _choice(self, choice: dict[str, object], out: list[StreamChunk]) -> None:
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            reasoning = _str(delta.get("reasoning_content")) or _str(
-                delta.get("reasoning")
-            )
-            if reasoning:
-                block = self._reasoning
-                if block is None:
-                    block = self._reasoning = self._open("reasoning", out)
-                shown = block.text.push(reasoning)
-                if shown:
-                    block.parts.append(shown)
-                    out.append(ReasoningDelta(block.index, shown))
-            content = _str(delta.get("content"))
+            reasoning = delta.get("reasoning_content")
+            if not reasoning:
+                reasoning = delta.get("reasoning")  # OpenRouter, Groq, vLLM
+            if reasoning and type(reasoning) is str:
+                self._show_reasoning(reasoning, out)
+            content = delta.get("content")
             if content:
-                block = self._text
-                if block is None:
-                    block = self._text = self._open("text", out)
-                shown = block.text.push(content)
-                if shown:
-                    block.parts.append(shown)
-                    out.append(TextDelta(block.index, shown))
+                if type(content) is str:
+                    self._show_text(content, out)
+                elif isinstance(content, list):
+                    self._content_parts(content, out)
+            # OpenAI sends a refusal in place of content; it is the reply's text.
+            refusal = delta.get("refusal")
+            if refusal and type(refusal) is str:
+                self._show_text(refusal, out)
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
                 for call in calls:
                     if isinstance(call, dict):
                         self._tool_call(call, out)
         reason = _str(choice.get("finish_reason"))
-        if reason:
+        if reason and self._finish is None:
+            # The first finish stands: OpenRouter marks a later error chunk "error".
             self._finish = reason
+
+    def _content_parts(self, parts: list[object], out: list[StreamChunk]) -> None:
+        """``content`` as a list of parts (Mistral's magistral models stream this).
+
+        ``text`` and ``refusal`` parts are text; ``thinking`` and ``reasoning``
+        parts are reasoning, their value a string or a list of text parts.
+        """
+        for part in parts:
+            if type(part) is str:
+                if part:
+                    self._show_text(part, out)
+                continue
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if kind in ("thinking", "reasoning"):
+                value = part.get(kind)
+                if value is None:
+                    value = part.get("text")
+                thought = _part_text(value)
+                if thought:
+                    self._show_reasoning(thought, out)
+            elif kind in ("text", "refusal", None):
+                text = _str(part.get("text")) or _str(part.get("refusal"))
+                if text:
+                    self._show_text(text, out)
 
     def _tool_call(self, call: dict[str, object], out: list[StreamChunk]) -> None:
         raw_id = _str(call.get("id"))

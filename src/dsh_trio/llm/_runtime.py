@@ -203,15 +203,22 @@ async def stream_model(
         yield _finish_for(failure_of(exc))
         return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
     repaired = 0
+    next_chunk = iterator.__anext__
     try:
         while True:
             try:
-                chunk = await anext(iterator)
+                chunk = await next_chunk()
             except StopAsyncIteration:
                 return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
             except Exception as exc:  # as above
                 yield _finish_for(failure_of(exc))  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
                 return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
+            # Hot path: an ASCII text delta needs no repair and is not a finish.
+            if chunk.__class__ is TextDelta:
+                text = chunk.text
+                if text.__class__ is str and text.isascii():
+                    yield chunk  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
+                    continue
             fixed = _repaired(chunk)
             if fixed is not None:
                 chunk = fixed

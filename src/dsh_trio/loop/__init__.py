@@ -28,6 +28,11 @@ from ._prompt import SystemPrompt as SystemPrompt
 from ._scope import AgentScope as AgentScope
 from ._services import AgentServices as AgentServices, ToolExecutor as ToolExecutor
 from ._signal import CancelSignal as CancelSignal
+from ._turns import (
+    TurnResult as TurnResult,
+    TurnStream as TurnStream,
+    text_of as text_of,
+)
 
 __all__ = [
     "Agent",
@@ -37,4 +42,7 @@ __all__ = [
     "Inbox",
     "SystemPrompt",
     "ToolExecutor",
+    "TurnResult",
+    "TurnStream",
+    "text_of",
 ]

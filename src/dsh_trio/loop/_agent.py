@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import attrs
 import trio
@@ -13,17 +15,24 @@ from ..errors import (
     AgentCancelled,
     AgentDisposedError,
     PersistenceError,
+    TurnFailedError,
 )
 from ..values import (
+    Aborted,
     AgentOptions,
     AgentStatus,
     CancelCause,
     DisposedCancel,
+    Errored,
     InboxTarget,
+    LlmFailure,
     SessionEvent,
     SessionId,
+    TurnEnd,
     TurnStart,
+    UserCancel,
     UserMessage,
+    user_message,
 )
 from ._driver import OpenedTurn, TurnDriver
 from ._inbox import Inbox, coerce_target
@@ -39,6 +48,7 @@ from ._payloads import (
 from ._phase import Idle, Maintenance, Phase, Running
 from ._scope import AgentScope
 from ._signal import CancelSignal
+from ._turns import OpenTurnStream, TurnResult, TurnStream, TurnWatch, turn_result
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -47,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "SessionRecording"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger("dsh_trio")
 
 # The agent's lifetime, one small int (a slot per idle agent counts, see W4).
 _LIVE = 0
@@ -93,6 +105,7 @@ class Agent:
         "_recorder",
         "_services",
         "_stage",
+        "_turn_waits",
         "_unsubscribe",
         "id",
         "inbox",
@@ -120,6 +133,8 @@ class Agent:
         self._stage = _LIVE
         # Writes the session's log; its ``fault`` refuses waking input.
         self._recorder: SessionRecording | None = None
+        # The messages ``run``/``stream`` follow to their turn's end (None: none).
+        self._turn_waits: list[TurnWatch] | None = None
         self._unsubscribe = session.subscribe(self._on_session_event)
 
     def __repr__(self) -> str:
@@ -205,8 +220,21 @@ class Agent:
                 f"cancel() takes a CancelCause (UserCancel(), HookCancel(reason), ...), got {cause!r}"
             )
         if not keep_inbox and self._stage < _SEALED:
-            self.inbox._clear()
-            self._set_wake(False)
+            waits = self._turn_waits
+            if waits is None:
+                self.inbox._clear()
+                self._set_wake(False)
+            else:
+                # A followed message discarded by this clear ends Aborted(cause).
+                hint = Aborted(cause)
+                for watch in waits:
+                    watch.cancel_hint = hint
+                try:
+                    self.inbox._clear()
+                    self._set_wake(False)
+                finally:
+                    for watch in waits:
+                        watch.cancel_hint = None
         phase = self._phase
         if not isinstance(phase, Idle):
             phase.signal._cancel(cause)
@@ -249,6 +277,95 @@ class Agent:
             return
         await recorder.flush()
 
+    async def run(
+        self, message: UserMessage | str, *, check: bool = True
+    ) -> TurnResult:
+        """Queue ``message`` as a follow-up, wait for the turn that claims it, return its result.
+
+        ``message`` is queued exactly as :meth:`followup` queues it (a string becomes
+        ``user_message(message)``). The turn awaited is the one that claims this
+        message, not merely the next turn to end: input queued before it runs first.
+        Blocks until that turn's ``turn/end`` is written; the agent may go on with
+        later input afterwards. Not idempotent: each call queues its message and
+        runs a turn.
+
+        Cancellation: cancelling the caller cancels *that* turn with
+        :class:`UserCancel` (only that turn; the rest of the inbox is kept) and
+        raises :class:`trio.Cancelled` at once, without waiting for the turn to
+        unwind (``await agent.when_idle()`` waits for its ``Aborted(UserCancel())``
+        to be written). If no turn has claimed the message yet, it is removed from
+        the inbox instead and no turn runs for it.
+
+        If the agent goes idle with the message still queued (work parks after an
+        errored, blocked or aborted turn), ``run`` wakes it again: a waiting ``run``
+        gets its turn unless its message is removed from the inbox. Do not await it
+        from inside one of this agent's own turns (a hook or tool of the agent): the
+        turn it waits for cannot start before the current one ends.
+
+        Example::
+
+            result = await agent.run("What is a nursery?")
+            print(result.text)
+
+        Args:
+            message: the prompt, a :class:`UserMessage` or plain text.
+            check: raise :class:`TurnFailedError` for a failed turn (the default);
+                with ``False``, return its result instead.
+
+        Returns:
+            The :class:`TurnResult`: the turn's number, its ``turn/end`` reason, its
+            final assistant text, the messages it appended and its summed usage.
+
+        Raises:
+            TurnFailedError: ``check`` and the turn errored (``result.reason`` is
+                ``Errored(failure)``) or was aborted (``Aborted(cause)``), also when
+                the message was discarded from the inbox before a turn claimed it
+                (``result.turn`` is ``None``).
+            AgentDisposedError: the agent was disposed (nothing was queued).
+            PersistenceError, DuplicateMessageError, InvalidSpliceError: as
+                :meth:`followup` (nothing was queued).
+            TypeError: ``message`` is neither a :class:`UserMessage` nor a str.
+        """
+        queued = _as_message(message)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        watch = TurnWatch(queued.id)
+        self._queue_watched(queued, watch)
+        return await self._turn_outcome(watch, check=check, owned=True)
+
+    def stream(
+        self, message: UserMessage | str
+    ) -> AbstractAsyncContextManager[TurnStream]:
+        """Queue ``message`` as a follow-up and follow its turn live.
+
+        ``async with agent.stream(message) as turn:`` queues the message (as
+        :meth:`run`) on entry and yields a :class:`TurnStream`:
+        ``async for delta in turn.text()`` gives the turn's text deltas as they
+        stream, ``turn.frames()`` every live frame of the turn, and
+        ``await turn.result()`` its :class:`TurnResult` exactly as :meth:`run`
+        returns it (raising :class:`TurnFailedError` likewise). Frames are buffered
+        without bound from entry until the block is left, so a reader that stops
+        reading never holds the turn up.
+
+        This call itself does nothing and never blocks; entering the block
+        checkpoints. Leaving the block with an exception (cancellation of the
+        caller included) cancels the turn with :class:`UserCancel`, or removes the
+        message from the inbox if no turn has claimed it yet, as :meth:`run` does.
+        Leaving it normally lets the turn run on and stops the buffering. Each call
+        queues its own message; a context can be entered once.
+
+        Example::
+
+            async with agent.stream("Tell me a story") as turn:
+                async for delta in turn.text():
+                    print(delta, end="", flush=True)
+                result = await turn.result()
+
+        Raises (on entry):
+            AgentDisposedError, PersistenceError, DuplicateMessageError,
+            InvalidSpliceError: as :meth:`followup` (nothing was queued).
+        """
+        return OpenTurnStream(self, _as_message(message))
+
     async def run_maintenance(self, task: Callable[[CancelSignal], Awaitable[T]]) -> T:
         """Run ``task(signal)`` as a maintenance activity from the idle phase.
 
@@ -288,6 +405,102 @@ class Agent:
             raise AgentCancelled(signal.cause)
         return result
 
+    # ------------------------------------------------------------------ turn results
+
+    def _queue_watched(self, message: UserMessage, watch: TurnWatch) -> None:
+        """Follow ``watch`` and queue ``message`` as a follow-up; unfollow if that raises."""
+        waits = self._turn_waits
+        # Copied on write: notifications iterate a list nobody changes under them.
+        self._turn_waits = [watch] if waits is None else [*waits, watch]
+        try:
+            self.followup(message)
+        except BaseException:
+            self._unwatch(watch)
+            raise
+
+    def _unwatch(self, watch: TurnWatch) -> None:
+        waits = self._turn_waits
+        if waits is not None and watch in waits:
+            rest = [w for w in waits if w is not watch]
+            self._turn_waits = rest or None
+
+    async def _turn_outcome(
+        self, watch: TurnWatch, *, check: bool, owned: bool = False
+    ) -> TurnResult:
+        """Wait until ``watch`` settles; its result (raised as a failure if ``check``).
+
+        With ``owned`` (``run``), a cancelled wait abandons the turn and the watch
+        ends with the wait; otherwise (a stream) its context does both.
+        """
+        try:
+            while not watch.settled:
+                if watch.closed:
+                    raise RuntimeError(
+                        f'the stream of agent "{self.id}" was closed before the turn '
+                        f"of message {watch.message_id!r} ended"
+                    )
+                if self._look_after(watch):
+                    break
+                await watch.lot.park()
+        except BaseException:
+            if owned:
+                self._abandon(watch)
+            raise
+        finally:
+            if owned:
+                self._unwatch(watch)
+        # A schedule point that cannot lose the result: the turn has already ended.
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        result = turn_result(self.session, watch)
+        if check and result.failed:
+            raise TurnFailedError(result, agent_id=self.id)
+        return result
+
+    def _look_after(self, watch: TurnWatch) -> bool:
+        """Settle a wait that no event will settle; re-wake a parked message.
+
+        Returns whether ``watch`` is settled now.
+        """
+        if watch.turn is None:
+            if self._stage != _LIVE:
+                # A disposing agent starts no more work: the message never runs.
+                watch.gone = Aborted(DisposedCancel())
+            elif isinstance(self._phase, Idle) and self.inbox._pending(
+                watch.message_id
+            ):
+                self._wake_driver()
+        elif watch.end is None:
+            phase = self._phase
+            if not isinstance(phase, Running) or phase.turn != watch.turn:
+                watch.gone = Errored(
+                    LlmFailure(
+                        f'turn {watch.turn} of agent "{self.id}" ended without a '
+                        "turn/end record (its append failed)",
+                        "UNKNOWN",
+                    )
+                )
+        return watch.settled
+
+    def _abandon(self, watch: TurnWatch) -> None:
+        """The waiter is gone: cancel its turn, or drop its still-queued message."""
+        if watch.settled:
+            return
+        if watch.turn is None:
+            if self._stage < _SEALED and self.inbox._pending(watch.message_id):
+                try:
+                    self.inbox.remove(watch.message_id)
+                except Exception:
+                    logger.warning(
+                        "agent %s: could not remove message %r from the inbox",
+                        self.id,
+                        watch.message_id,
+                        exc_info=True,
+                    )
+            return
+        phase = self._phase
+        if isinstance(phase, Running) and phase.turn == watch.turn:
+            phase.signal._cancel(UserCancel())
+
     # ------------------------------------------------------------------ phase
 
     def _enter(self, phase: Phase) -> None:
@@ -300,6 +513,10 @@ class Agent:
         self._phase = phase
         if phase.status is not previous.status:
             self._emit_status(phase.status)
+        waits = self._turn_waits
+        if waits is not None and isinstance(phase, Idle):
+            for watch in waits:  # a parked message, or a turn with no turn/end
+                watch.poke()
 
     def _set_wake(self, requested: bool) -> None:
         """Latch (or drop) a wake for when the current activity ends; no-op when idle."""
@@ -372,18 +589,44 @@ class Agent:
             )
 
     def _inbox_discarded(self, message: UserMessage) -> None:
+        waits = self._turn_waits
+        # Still pending: replaced in place under the same id, not discarded.
+        if waits is not None and not self.inbox._pending(message.id):
+            for watch in waits:
+                if (
+                    watch.turn is None
+                    and not watch.settled
+                    and watch.message_id == message.id
+                ):
+                    watch.discarded()
         if self._services.bus.has_listeners("agent/inbox/discarded"):
             self._services.bus.emit(
                 "agent/inbox/discarded", InboxDiscarded(self, message), scope=self
             )
 
     def _inbox_claimed(self, message: UserMessage, turn: int) -> None:
+        waits = self._turn_waits
+        if waits is not None:
+            for watch in waits:
+                if (
+                    watch.turn is None
+                    and not watch.settled
+                    and watch.message_id == message.id
+                ):
+                    watch.claimed(turn, self.session)
         if self._services.bus.has_listeners("agent/inbox/claimed"):
             self._services.bus.emit(
                 "agent/inbox/claimed", InboxClaimed(self, message, turn), scope=self
             )
 
     def _on_session_event(self, event: SessionEvent) -> None:
+        waits = self._turn_waits
+        if waits is not None and event.type == "turn/end":
+            data = event.data
+            if isinstance(data, TurnEnd):
+                for watch in waits:
+                    if watch.turn == data.turn and watch.end is None:
+                        watch.ended(data, event.seq)
         if self._services.bus.has_listeners("session/event"):
             self._services.bus.emit(
                 "session/event", SessionEventAppended(self.session, event), scope=self
@@ -499,3 +742,15 @@ class Agent:
         """Mark the agent disposed and stop relaying its session. Runtime use only."""
         self._stage = _DISPOSED
         self._unsubscribe()
+
+
+def _as_message(message: UserMessage | str) -> UserMessage:
+    """``run``/``stream`` take plain text for ``user_message(text)``."""
+    if isinstance(message, str):
+        return user_message(message)
+    given = cast("object", message)  # callers without type checks pass anything
+    if not isinstance(given, UserMessage):
+        raise TypeError(
+            f"run() and stream() take a UserMessage or a str, got {type(given).__name__}"
+        )
+    return given

@@ -64,7 +64,8 @@ class Attempts:
         """
         self._count += 1
         attempt_id = f"{self._agent.id}:{self._count}"
-        frames = self._bus.has_listeners("agent/assistant-stream")
+        bus = self._bus
+        frames = bus.has_listeners("agent/assistant-stream")
         adapter = self._models.get(request.provider)
         records = StreamAccumulator()
         assembler = BlockAssembler()
@@ -73,6 +74,13 @@ class Attempts:
             self._revision += 1
             self._frame(StreamStartFrame(attempt_id, self._revision, turn, step))
         settled: SessionEvent | None = None
+        # Hot path: everything below runs once per streamed chunk.
+        record, assemble, agent, emit = (
+            records.push,
+            assembler.push,
+            self._agent,
+            bus.emit,
+        )
         try:
             stream = stream_model(adapter, request)
             try:
@@ -80,14 +88,20 @@ class Attempts:
                     if signal.cancelled:
                         break  # a chunk that arrives after the abort is not kept
                     now = now_ms()
-                    records.push(chunk, now)
-                    assembler.push(chunk)
+                    record(chunk, now)
+                    assemble(chunk)
                     if frames:
                         self._revision += 1
-                        frame = StreamChunkFrame(
-                            attempt_id, self._revision, index, now, chunk
+                        emit(
+                            "agent/assistant-stream",
+                            AssistantStream(
+                                agent,
+                                StreamChunkFrame(
+                                    attempt_id, self._revision, index, now, chunk
+                                ),
+                            ),
+                            scope=agent,
                         )
-                        self._frame(frame)
                     index += 1
             finally:
                 await stream.aclose()

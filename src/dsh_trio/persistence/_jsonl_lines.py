@@ -7,7 +7,7 @@ come in the reference's order.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from ..errors import (
@@ -98,11 +98,21 @@ def _refuse_constant(name: str) -> object:
 
 
 _DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
+_SCAN: Final[Callable[[str, int], tuple[object, int]]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def parse_line(line: bytes) -> object:
     """Parse one line; raises ``ValueError`` (or ``RecursionError``) if it is not JSON."""
-    return _DECODER.decode(line.decode("utf-8"))
+    text = line.decode("utf-8")
+    # The scanner alone for the common line (one value, no surrounding blanks); any
+    # other line goes through the full decoder, which also words the errors.
+    try:
+        obj, end = _SCAN(text, 0)
+    except StopIteration:
+        return _DECODER.decode(text)
+    if end != len(text):
+        return _DECODER.decode(text)
+    return obj
 
 
 def parse_header(line: bytes, path: str, session_id: str | None) -> SessionHeader:

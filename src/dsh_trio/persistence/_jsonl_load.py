@@ -26,7 +26,13 @@ import attrs
 
 from ..errors import SessionCorruptError, SessionFormatError, SessionNotFoundError
 from ..session import Session
-from ..values import SURFACE_TYPES, SessionEvent, SessionHeader, event_from_json
+from ..values import (
+    SURFACE_TYPES,
+    DecodedEvents,
+    SessionEvent,
+    SessionHeader,
+    decode_event,
+)
 from ._damage import SalvagedTail, complete_first_write, cut_tail
 from ._gc import gc_paused
 from ._jsonl_lines import parse_header, parse_line
@@ -135,8 +141,9 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
             line=1,
         )
     header = parse_header(first[1], path, session_id)
-    events: list[SessionEvent] = []
+    events = DecodedEvents()
     append = events.append
+    unchecked = events.unchecked
     good_end = len(first[1]) + 1
     size = good_end
     tail: Tail | None = None
@@ -176,7 +183,7 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
             if isinstance(type_, str):
                 obj["type"] = types.setdefault(type_, type_)
         try:
-            event = event_from_json(obj, expected_seq=seq)
+            event, checked = decode_event(obj, seq)
         except (SessionCorruptError, RecursionError) as exc:
             raise SessionCorruptError(
                 f"session log {path}, line {line_no} (seq {seq}): {exc}; the line is "
@@ -190,6 +197,8 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
                 offset, seq, line_no, f"a {event.type} event without its surfaceOp"
             )
             continue
+        if not checked:
+            unchecked.add(seq)
         append(event)
         good_end = offset + len(line) + 1
     return Scan(header=header, events=events, good_end=good_end, size=size, tail=tail)

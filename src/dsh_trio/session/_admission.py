@@ -101,13 +101,18 @@ def check_sources(type_: str, sources: Sequence[int], seq: int) -> tuple[int, ..
     return out
 
 
-def admitted(event: SessionEvent, index: int) -> SessionEvent:
+def admitted(
+    event: SessionEvent, index: int, *, data_checked: bool = False
+) -> SessionEvent:
     """An existing event (of a seed or a persisted log) checked for position ``index``.
 
     Checks the class, the type, ``seq == index``, a safe-integer ``time``, the data
     (structured into its typed value when given as JSON) and, for
     ``assistant/message`` and ``assistant/attempt``, that the stream expands.
-    ``source_event_seqs`` and the surface rules are the caller's to check.
+    ``source_event_seqs`` and the surface rules are the caller's to check. With
+    ``data_checked`` the data is known to be of its type's class and to have passed
+    its checker already (it came from the validating decoder of a log), so only the
+    envelope is checked (the data's checker also covers its stream).
 
     Returns:
         The event, or a copy holding the typed data.
@@ -142,6 +147,10 @@ def admitted(event: SessionEvent, index: int) -> SessionEvent:
             raise invalid(
                 index, type_, f"carries non-JSON data: {exc.describe('data')}"
             ) from None
+        return event
+    if data_checked and data.__class__ is cls:
+        # The checker of its class passed, which covers every stream record: the
+        # stream expands.
         return event
     typed = typed_event_data(type_, data, index)
     if typed is not data:

@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..values import (
     MAX_SAFE_INTEGER,
+    DecodedEvents,
     EndSeed,
     EpochHeader,
     EventData,
@@ -400,17 +401,24 @@ class Session:
     # ------------------------------------------------------------------ loading
 
     def _load(self, events: Sequence[SessionEvent], what: str) -> None:
-        """Admit existing events (a seed or a persisted log) without publishing."""
+        """Admit existing events (a seed or a persisted log) without publishing.
+
+        Events a log decoder already checked (a :class:`DecodedEvents` list, except
+        its ``unchecked`` positions) skip the second check of their data.
+        """
+        unchecked = events.unchecked if events.__class__ is DecodedEvents else None
         for index, event in enumerate(events):
             try:
-                self._admit(event, index)
+                self._admit(
+                    event, index, unchecked is not None and index not in unchecked
+                )
             except InvalidEventError as exc:
                 raise SessionCorruptError(
                     f"malformed session {what}: {exc}", seq=index
                 ) from None
 
-    def _admit(self, event: SessionEvent, index: int) -> None:
-        event = admitted(event, index)
+    def _admit(self, event: SessionEvent, index: int, data_checked: bool) -> None:
+        event = admitted(event, index, data_checked=data_checked)
         sources = event.source_event_seqs
         if sources is not None:
             sources = check_sources(event.type, sources, index)

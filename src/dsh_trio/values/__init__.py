@@ -53,7 +53,9 @@ from ._chunks import (
     Usage as Usage,
 )
 from ._codec import (
+    DecodedEvents as DecodedEvents,
     data_from_json as data_from_json,
+    decode_event as decode_event,
     event_from_json as event_from_json,
     event_to_json as event_to_json,
     header_from_json as header_from_json,

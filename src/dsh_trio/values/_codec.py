@@ -26,12 +26,15 @@ from ._event_data import (
     SurfaceOp,
     SurfaceReplace,
 )
+from ._fast import Slow, fast_data
 from ._ids import JsonValue
 from ._json import check_json
 
 __all__ = [
     "event_to_json",
     "event_from_json",
+    "decode_event",
+    "DecodedEvents",
     "header_to_json",
     "header_from_json",
     "data_from_json",
@@ -108,13 +111,44 @@ def event_from_json(obj: object, *, expected_seq: int | None = None) -> SessionE
     Raises:
         SessionCorruptError: the object is not a valid event (``seq`` names it when known).
     """
+    return decode_event(obj, expected_seq)[0]
+
+
+class DecodedEvents(list[SessionEvent]):
+    """Events decoded from a log by :func:`decode_event`, in order.
+
+    ``unchecked`` holds the positions whose data did not pass the checkers while
+    being decoded; ``Session.restore`` checks those (and only those) again. Build
+    one only from :func:`decode_event` results, appending in order.
+    """
+
+    __slots__ = ("unchecked",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unchecked: set[int] = set()
+
+
+def decode_event(
+    obj: object, expected_seq: int | None = None
+) -> tuple[SessionEvent, bool]:
+    """:func:`event_from_json`, and whether the event's data passed its checkers too.
+
+    The data of the common event types goes through the generated decoders of
+    :mod:`._fast`, which also apply the checks ``Session.restore`` makes of typed
+    data; what they do not take goes through the general converter (same values,
+    same errors), and is then reported as not checked (``False``).
+
+    Raises:
+        SessionCorruptError: as :func:`event_from_json`.
+    """
     seq = obj.get("seq") if isinstance(obj, dict) else None
     where_seq = seq if type(seq) is int else expected_seq
     try:
         if not isinstance(obj, dict):
             raise TypeError(f"an event must be an object, got {type(obj).__name__}")
-        extra = set(obj) - _EVENT_KEYS
-        if extra:
+        if not _EVENT_KEYS.issuperset(obj):
+            extra = set(obj) - _EVENT_KEYS
             raise ValueError(f"unknown envelope keys {sorted(extra)}")
         type_, time_ = obj.get("type"), obj.get("time")
         if type(type_) is not str or not type_:
@@ -129,10 +163,20 @@ def event_from_json(obj: object, *, expected_seq: int | None = None) -> SessionE
             raise ValueError("time must be an integer (epoch milliseconds)")
         if "data" not in obj:
             raise ValueError("data is missing")
-        data = data_from_json(type_, obj["data"])
-        surface_op = (
-            _structure_surface_op(obj["surfaceOp"]) if "surfaceOp" in obj else None
-        )
+        raw_data = obj["data"]
+        checked = True
+        try:
+            data: EventData | JsonValue = fast_data(type_, raw_data)
+        except Slow:
+            data = data_from_json(type_, raw_data)
+            # Unknown types are copied by the lossless-JSON rules, which is their check.
+            checked = type_ not in EVENT_DATA_TYPES
+        surface_op: SurfaceOp | None = None
+        if "surfaceOp" in obj:
+            raw_op = obj["surfaceOp"]
+            surface_op = (
+                "append" if raw_op == "append" else _structure_surface_op(raw_op)
+            )
         sources: tuple[int, ...] | None = None
         if "sourceEventSeqs" in obj:
             raw = obj["sourceEventSeqs"]
@@ -150,7 +194,7 @@ def event_from_json(obj: object, *, expected_seq: int | None = None) -> SessionE
             data=data,
             surface_op=surface_op,
             source_event_seqs=sources,
-        )
+        ), checked
     except SessionCorruptError:
         raise
     except (TypeError, ValueError, KeyError, cattrs.BaseValidationError) as exc:

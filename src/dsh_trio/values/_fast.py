@@ -1,0 +1,490 @@
+"""A fast path for structuring event data: straight-line decoders, one per class.
+
+Reading a long log structures hundreds of thousands of event data objects; the
+general converter of :mod:`._converter` dispatches every field through ``cattrs``
+hooks. The decoders here are generated once per attrs class from the same
+annotations, tags and wire names, with the common cases inline (safe integers,
+UTF-8-clean strings, booleans, homogeneous tuples, tagged unions), and they also
+apply the shape rules of :mod:`._rules`, so what they return passes the checkers of
+:mod:`._checks` as well.
+
+A decoder never reports an error itself: anything it does not accept outright
+(a missing or extra key, a wrong type, an unusual annotation, a rule the value
+breaks) raises :class:`Slow`, and the caller then structures the data through the
+general converter, which gives the value or the error it always gave. So the fast
+path changes the speed, never the result: it returns exactly what the converter
+returns, for the inputs it accepts.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Final, cast
+
+import attrs
+
+from ._causes import CANCEL_CAUSES, CancelCause
+from ._chunks import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    RawChunkRecord,
+    ReasoningDelta,
+    StreamChunk,
+    StreamRecord,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from ._content import ContentBlock, Message, MessageSource
+from ._converter import _camel, _tag_of, structure
+from ._event_data import EVENT_DATA_TYPES, AssistantMessageData
+from ._json import MAX_SAFE_INTEGER, DataShapeError, check_json, utf8_ok
+from ._rules import RULES
+
+__all__ = ["Slow", "fast_data"]
+
+Decode = Callable[[Any], Any]
+
+
+class Slow(Exception):
+    """The fast decoder does not take this input; use the general converter."""
+
+
+_SLOW: Final = Slow  # raised as the class: a fresh instance each time
+_MISSING: Final = object()
+
+
+# --------------------------------------------------------------------------- leaves
+
+
+def _int(v: Any) -> int:
+    if v.__class__ is not int or not -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
+        raise _SLOW
+    return v
+
+
+def _str(v: Any) -> str:
+    if v.__class__ is not str or not (v.isascii() or utf8_ok(v)):
+        raise _SLOW
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if v.__class__ is not bool:
+        raise _SLOW
+    return v
+
+
+def _json(v: Any) -> Any:
+    try:
+        return check_json(v)
+    except TypeError:
+        raise _SLOW from None
+
+
+def _int_tuple(v: Any) -> tuple[int, ...]:
+    if v.__class__ is not list:
+        raise _SLOW
+    for x in v:
+        if x.__class__ is not int or not -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER:
+            raise _SLOW
+    return tuple(v)
+
+
+def _str_tuple(v: Any) -> tuple[str, ...]:
+    if v.__class__ is not list:
+        raise _SLOW
+    for x in v:
+        if x.__class__ is not str or not (x.isascii() or utf8_ok(x)):
+            raise _SLOW
+    return tuple(v)
+
+
+# --------------------------------------------------------------------------- sharing
+
+#: String fields whose values repeat across a log (routes, tool names, block kinds,
+#: error codes): equal values are kept once. Ids and texts are not shared (they
+#: rarely repeat, and a table entry would cost more than it saves).
+_SHARED_FIELDS: Final = frozenset({"provider", "model", "name", "block_type", "code"})
+_SHARED_MAX: Final = 4096
+_SHARED_LEN: Final = 64
+_shared: dict[str, str] = {}
+
+
+def _share(v: str) -> str:
+    found = _shared.get(v)
+    if found is not None:
+        return found
+    if len(v) <= _SHARED_LEN and len(_shared) < _SHARED_MAX:
+        _shared[v] = v
+    return v
+
+
+def _share_blocks(data: AssistantMessageData) -> AssistantMessageData:
+    """``data`` whose stream's closing blocks are the message's own block objects.
+
+    A ``block-end`` chunk carries the finished block, which the message content
+    holds too (an equal value): keep it once. Values are equal either way.
+    """
+    content = data.message.content
+    if not content:
+        return data
+    stream = data.stream
+    records: list[StreamRecord] | None = None
+    for k, record in enumerate(stream):
+        if not isinstance(record, RawChunkRecord):
+            continue
+        chunk = record.chunk
+        if not isinstance(chunk, BlockEnd):
+            continue
+        block = chunk.block
+        for own in content:
+            if own is not block and own == block:
+                if records is None:
+                    records = list(stream)
+                records[k] = RawChunkRecord(record.time, BlockEnd(chunk.index, own))
+                break
+    if records is None:
+        return data
+    return attrs.evolve(data, stream=tuple(records))
+
+
+# --------------------------------------------------------------------------- builders
+
+_CACHE: dict[object, Decode] = {}
+
+
+def _decoder(tp: object) -> Decode:
+    found = _CACHE.get(tp)
+    if found is None:
+        # A recursive type (a tool result block holding blocks) meets itself while
+        # it is being built: it then gets a forwarder to the finished decoder.
+        _CACHE[tp] = _forward(tp)
+        try:
+            found = _CACHE[tp] = _build(tp)
+        except BaseException:
+            del _CACHE[tp]
+            raise
+    return found
+
+
+def _forward(tp: object) -> Decode:
+    def decode(v: Any) -> Any:
+        return _CACHE[tp](v)
+
+    return decode
+
+
+def _is_json_alias(tp: object) -> bool:
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return False
+    return set(typing.get_args(tp)) >= {type(None), bool, int, float, str}
+
+
+def _build(tp: object) -> Decode:
+    if _is_json_alias(tp):
+        return _json
+    if tp is int:
+        return _int
+    if tp is str:
+        return _str
+    if tp is bool:
+        return _bool
+    supertype = getattr(tp, "__supertype__", None)
+    if supertype is not None:  # typing.NewType
+        return _decoder(supertype)
+    if tp in (ContentBlock, MessageSource, Message):
+        return _tagged(typing.get_args(tp))
+    if tp == StreamChunk:
+        return _chunk_decoder()
+    if tp is CancelCause:
+        return _cause
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Literal and all(a.__class__ is str for a in args):
+        return _literal(frozenset(args))
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return _tuple(args[0])
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        if len(members) == 1 and len(args) == 2:
+            return _optional(members[0])
+        if all(isinstance(m, type) and attrs.has(m) for m in members) and len(
+            members
+        ) == len(args):
+            return _tagged(tuple(members))
+    if isinstance(tp, type) and issubclass(tp, enum.StrEnum):
+        return _str_enum(tp)
+    if isinstance(tp, type) and attrs.has(tp):
+        return _attrs_class(tp)
+    return _general(tp)
+
+
+def _general(tp: object) -> Decode:
+    """Any other annotation: the general converter, then the checker of ``tp``."""
+    from ._checks import checker
+
+    check = checker(tp)
+
+    def decode(v: Any) -> Any:
+        try:
+            value: Any = structure(v, tp)
+            check(value)
+        except Exception:
+            raise _SLOW from None
+        return value
+
+    return decode
+
+
+def _literal(allowed: frozenset[str]) -> Decode:
+    canonical = {a: a for a in allowed}
+
+    def decode(v: Any) -> Any:
+        if v.__class__ is not str:
+            raise _SLOW
+        found = canonical.get(v)
+        if found is None:
+            raise _SLOW
+        return found
+
+    return decode
+
+
+def _str_enum(cls: type[enum.StrEnum]) -> Decode:
+    members = {m.value: m for m in cls}
+
+    def decode(v: Any) -> Any:
+        if v.__class__ is not str:
+            raise _SLOW
+        member = members.get(v)
+        if member is None:
+            raise _SLOW
+        return member
+
+    return decode
+
+
+def _optional(tp: object) -> Decode:
+    inner = _decoder(tp)
+
+    def decode(v: Any) -> Any:
+        if v is None:
+            return None
+        return inner(v)
+
+    return decode
+
+
+def _tuple(item_type: object) -> Decode:
+    if item_type is int:
+        return _int_tuple
+    if item_type is str:
+        return _str_tuple
+    item = _decoder(item_type)
+
+    def decode(v: Any) -> Any:
+        if v.__class__ is not list:
+            raise _SLOW
+        return tuple([item(x) for x in v])
+
+    return decode
+
+
+def _tagged(members: tuple[Any, ...]) -> Decode:
+    """A union of tagged attrs classes (the general hook requires the tag)."""
+    key = _tag_of(members[0])[0]
+    table: dict[str, Decode] = {}
+    for cls in members:
+        k, tag = _tag_of(cls)
+        assert k == key and tag is not None
+        table[tag] = _decoder(cls)
+
+    def decode(v: Any) -> Any:
+        if v.__class__ is not dict:
+            raise _SLOW
+        tag = v.get(key)
+        fn = table.get(tag) if tag.__class__ is str else None
+        if fn is None:
+            raise _SLOW
+        return fn(v)
+
+    return decode
+
+
+def _cause(v: Any) -> Any:
+    if v.__class__ is not dict:
+        raise _SLOW
+    kind = v.get("kind")
+    cls = CANCEL_CAUSES.get(kind) if kind.__class__ is str else None
+    if cls is None:
+        raise _SLOW
+    return _decoder(cls)(v)
+
+
+_USAGE_KEYS: Final = frozenset({"type", "usage"})
+
+
+def _chunk_decoder() -> Decode:
+    """A stream chunk; the usage chunk nests its counters under ``usage``."""
+    table = {
+        cast(str, _tag_of(cls)[1]): _decoder(cls)
+        for cls in (
+            BlockStart,
+            TextDelta,
+            ReasoningDelta,
+            ToolCallDelta,
+            BlockEnd,
+            Finish,
+        )
+    }
+    usage = _decoder(Usage)
+
+    def decode(v: Any) -> Any:
+        if v.__class__ is not dict:
+            raise _SLOW
+        tag = v.get("type")
+        if tag == "usage":
+            if len(v) != 2 or v.keys() != _USAGE_KEYS:
+                raise _SLOW
+            return usage(v["usage"])
+        fn = table.get(tag) if tag.__class__ is str else None
+        if fn is None:
+            raise _SLOW
+        return fn(v)
+
+    return decode
+
+
+def _attrs_class(cls: type[Any]) -> Decode:
+    # Straight-line code: one block per field. A field whose key is absent takes
+    # its default (the key is not passed), as the general converter does.
+    hints = {f.name: f.type for f in attrs.fields(attrs.resolve_types(cls))}
+    tag_key, tag = (None, None) if cls is Usage else _tag_of(cls)
+    ns: dict[str, Any] = {
+        "cls": cls,
+        "SLOW": _SLOW,
+        "MISSING": _MISSING,
+        "M": MAX_SAFE_INTEGER,
+        "utf8_ok": utf8_ok,
+        "DataShapeError": DataShapeError,
+        "extra": RULES.get(cls),
+        "share": _share,
+    }
+    lines = ["def decode(o):", "    if o.__class__ is not dict:", "        raise SLOW"]
+    lines.append("    n = 0")
+    required = 0
+    if tag_key is not None:
+        ns["TAG"] = tag
+        lines += [
+            f"    t = o.get({tag_key!r}, MISSING)",
+            "    if t is not MISSING:",
+            "        if t != TAG:",
+            "            raise SLOW",
+            "        n = 1",
+        ]
+    lines.append("    kw = {}")
+    for k, field in enumerate(attrs.fields(cls)):
+        wire = _camel(field.name)
+        tp = hints[field.name]
+        if field.default is attrs.NOTHING:  # required
+            lines += [
+                f"    if {wire!r} not in o:",
+                "        raise SLOW",
+                f"    v = o[{wire!r}]",
+                "    if True:",
+            ]
+            required += 1
+        else:
+            lines += [
+                f"    v = o.get({wire!r}, MISSING)",
+                "    if v is not MISSING:",
+                "        n += 1",
+            ]
+        if tp is int:
+            lines += [
+                "        if v.__class__ is not int or not -M <= v <= M:",
+                "            raise SLOW",
+            ]
+        elif tp is str or getattr(tp, "__supertype__", None) is str:
+            lines += [
+                "        if v.__class__ is not str or not (v.isascii() or utf8_ok(v)):",
+                "            raise SLOW",
+            ]
+            if field.name in _SHARED_FIELDS:
+                lines.append("        v = share(v)")
+        elif tp is bool:
+            lines += ["        if v.__class__ is not bool:", "            raise SLOW"]
+        else:
+            name = f"d{k}"
+            ns[name] = _decoder(tp)
+            lines.append(f"        v = {name}(v)")
+        lines.append(f"        kw[{field.alias!r}] = v")
+    lines += [
+        f"    if n + {required} != len(o):",
+        "        raise SLOW",
+        "    value = cls(**kw)",
+    ]
+    if ns["extra"] is not None:
+        lines += [
+            "    try:",
+            "        extra(value)",
+            "    except DataShapeError:",
+            "        raise SLOW from None",
+        ]
+    lines.append("    return value")
+    exec(compile("\n".join(lines), f"<decode {cls.__qualname__}>", "exec"), ns)
+    decode: Decode = ns["decode"]
+    return decode
+
+
+# --------------------------------------------------------------------------- entry
+
+
+def _event_decoder(cls: type[Any]) -> Decode:
+    decode = _decoder(cls)
+    if cls is AssistantMessageData:
+        inner = decode
+
+        def decode(v: Any) -> Any:
+            return _share_blocks(inner(v))
+
+    return decode
+
+
+# Built on first use, all at once under a lock, so loads in several worker threads
+# never meet a decoder that is still being built.
+_by_type: dict[str, Decode] | None = None
+_build_lock: Final = threading.Lock()
+
+
+def _table() -> dict[str, Decode]:
+    global _by_type
+    with _build_lock:
+        if _by_type is None:
+            _by_type = {
+                type_: _event_decoder(cls) for type_, cls in EVENT_DATA_TYPES.items()
+            }
+        return _by_type
+
+
+def fast_data(type_: str, data: object) -> Any:
+    """The typed data of a known event type ``type_``, decoded and checked.
+
+    Raises:
+        Slow: this input is not for the fast path (unknown type included).
+    """
+    fn = (_by_type or _table()).get(type_)
+    if fn is None:
+        raise _SLOW
+    try:
+        return fn(data)
+    except Slow:
+        raise
+    except Exception:  # a constructor or converter refused: the general path says why
+        raise _SLOW from None
