@@ -307,3 +307,90 @@ def test_error_chain_unrenderable() -> None:
 def test_error_chain_groups_list_members() -> None:
     group = ExceptionGroup("several", [ValueError("one"), KeyError("two")])
     assert error_chain(group) == "several [one; 'two']"
+
+
+# --------------------------------------------------------------------------- closing a generator
+
+
+def finish_then(cleanup: Callable[[], object]) -> GenAdapter:
+    """A generator adapter that stops at its Finish and runs ``cleanup`` when closed."""
+
+    async def body() -> AsyncIterator[StreamChunk]:
+        try:
+            yield Finish(FinishReason("stop"))
+        finally:
+            result = cleanup()
+            if result is not None:
+                await result  # type: ignore[misc]
+
+    return GenAdapter(body)
+
+
+async def test_generator_close_without_waiting_runs_at_once() -> None:
+    closed: list[bool] = []
+    assert await collect(finish_then(lambda: closed.append(True))) == [
+        Finish(FinishReason("stop"))
+    ]
+    assert closed == [True]
+
+
+async def test_generator_close_that_waits_is_shielded_and_runs_to_its_end(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    released: list[float] = []
+    start = trio.current_time()
+
+    async def release() -> None:
+        await trio.sleep(3)  # e.g. returning a connection
+        released.append(trio.current_time() - start)
+
+    with trio.move_on_after(1) as scope:  # expires while the close waits
+        assert await collect(finish_then(release)) == [Finish(FinishReason("stop"))]
+    assert not scope.cancelled_caught
+    assert released == [3.0]
+
+
+async def test_generator_close_that_hangs_is_bounded(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    start = trio.current_time()
+    chunks = await collect(finish_then(trio.sleep_forever))
+    assert chunks == [Finish(FinishReason("stop"))]
+    assert trio.current_time() - start == 5.0  # the close deadline
+
+
+async def test_generator_close_while_cancelled_is_shielded() -> None:
+    released: list[bool] = []
+
+    async def release() -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        await trio.lowlevel.checkpoint()
+        released.append(True)
+
+    with trio.CancelScope() as scope:
+        async with contextlib.aclosing(
+            stream_model(finish_then(release), REQUEST)
+        ) as stream:
+            async for _chunk in stream:
+                scope.cancel()
+        await trio.lowlevel.checkpoint()
+    assert scope.cancelled_caught
+    assert released == [True]
+
+
+async def test_generator_without_handlers_is_closed_after_its_finish() -> None:
+    made: list[AsyncIterator[StreamChunk]] = []
+
+    async def body() -> AsyncIterator[StreamChunk]:
+        await trio.lowlevel.checkpoint()
+        yield Finish(FinishReason("stop"))
+        yield TextDelta(0, "never pulled")
+
+    def stream(request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        made.append(body())
+        return made[-1]
+
+    adapter = GenAdapter(body)
+    adapter.stream = stream  # type: ignore[method-assign]
+    assert await collect(adapter) == [Finish(FinishReason("stop"))]
+    assert made[0].ag_frame is None  # type: ignore[attr-defined]

@@ -140,6 +140,8 @@ async def test_backoff_doubles_until_max_retries_then_delegates(
         "turn": 1,
         "step": 1,
         "provider": "p",
+        "mode": "normal",
+        "policyKey": "p",
         "retry": 1,
         "maxRetries": 5,
         "delayMs": 500,

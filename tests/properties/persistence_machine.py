@@ -16,10 +16,22 @@ Checked after a crash and a resume:
 * the inbox is restored: it equals the fold of the surviving splices (and the
   inbox at crash time when nothing was lost).
 
+A crash at an fsync (``crash_at_fsync``) runs the agent on until a chosen fsync of
+the log and cuts the file back to the size that fsync made durable: every synced
+event must load, unchanged, and only the unsynced tail is lost.
+
+The writer is wrapped by a recording writer that logs every batch written (its
+events) and every fsync (each call of the JSONL writer's ``sync_data``), and checks
+the durability policy as the log is written: with ``"always"`` every batch is
+fsynced before the next one is written; with ``"turn"`` every batch that holds a
+``turn/end`` (anywhere in it) is. On dispose (a restart, or the shutdown after a
+crash's snapshot) everything written must be fsynced, unless durability is ``"none"``.
+
 And after every step, for the live agent: the structural invariants of
 :class:`~dsh_trio.testing.AgentStateMachine`'s log checker (over the whole log,
-earlier lives included), and the durability policy: with ``"always"`` every written
-event is durable, with ``"turn"`` at least everything up to the last ``turn/end``.
+earlier lives included), and the durability policy as the agent reports it: with
+``"always"`` every written event is durable, with ``"turn"`` at least everything up
+to the last ``turn/end`` (so a turn is never reported ended before it is durable).
 """
 
 from __future__ import annotations
@@ -46,6 +58,7 @@ from hypothesis.stateful import (
 )
 
 import dsh_trio as dsh
+from dsh_trio.persistence import _jsonl_writer
 from dsh_trio.testing import GuestLoop, advance_to_next_deadline, answers, reply, sends
 from dsh_trio.testing._strategies import CAUSES, Answer, Cancel, Send
 from dsh_trio.testing.machine import (
@@ -65,19 +78,95 @@ OPTIONS = dsh.AgentOptions(provider="scripted", model="scripted-model")
 
 
 @attrs.define(eq=False)
-class Durable:
-    """What the disk is known to hold durably: ``seq`` events in ``size`` bytes."""
+class Batch:
+    """One non-empty batch the recorder wrote: its first seq and its events' types."""
 
+    first: int
+    types: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"batch {self.first}-{self.first + len(self.types) - 1} {list(self.types)}"
+        )
+
+
+@attrs.define(eq=False)
+class FsyncLog:
+    """Every ``sync_data`` call of the JSONL writer, and an armed crash at one of them.
+
+    ``crash_in`` counts down fsyncs; when it reaches the armed one, the log file is
+    snapshotted right after that fsync returns (``snapshot``: its bytes and the
+    size the fsync made durable), as a power loss at that instant would find it.
+    """
+
+    count: int = 0
+    crash_in: int | None = None
+    #: The log's bytes, and the size and event count the armed fsync made durable.
+    snapshot: tuple[bytes, int, int] | None = None
+
+    def passed(self, n: int, path: str, size: int, seq: int) -> None:
+        """``n`` fsyncs of the log at ``path`` made ``seq`` events in ``size`` bytes durable."""
+        if self.crash_in is None or n <= 0:
+            return
+        if self.crash_in >= n:
+            self.crash_in -= n
+            return
+        self.crash_in = None
+        self.snapshot = (_read(path), size, seq)
+
+
+@attrs.define(eq=False)
+class Durable:
+    """What the disk is known to hold durably and what the recording writer saw.
+
+    ``seq`` events in ``size`` bytes are durable; ``written_seq`` events in
+    ``written_size`` bytes are written. ``unsynced`` are the batches written since
+    the last fsync; ``breaches`` what broke the durability policy at a write.
+    """
+
+    durability: str
+    fsyncs: FsyncLog
     seq: int = 0
     size: int = 0
+    written_seq: int = 0
+    written_size: int = 0
+    writes: int = 0
+    unsynced: list[Batch] = attrs.field(factory=list)
+    breaches: list[str] = attrs.field(factory=list)
+
+    def loaded(self, seq: int, size: int) -> None:
+        """A log of ``seq`` events in ``size`` bytes was found on disk (durable)."""
+        self.seq = self.written_seq = seq
+        self.size = self.written_size = size
+        self.unsynced.clear()
+
+    def synced(self) -> None:
+        self.seq, self.size = self.written_seq, self.written_size
+        self.unsynced.clear()
+
+    def before_write(self, batch: Batch) -> None:
+        """Check the policy for what must be synced before ``batch`` is written."""
+        for earlier in self.unsynced:
+            if self.durability == "always":
+                self.breaches.append(
+                    f"durability 'always': {earlier} was not fsynced before {batch} was written"
+                )
+            elif self.durability == "turn" and "turn/end" in earlier.types:
+                self.breaches.append(
+                    f"durability 'turn': {earlier} holds a turn/end and was not fsynced "
+                    f"before {batch} was written"
+                )
 
 
 class TrackingWriter:
-    """A :class:`SessionWriter` over a JSONL writer that records how far the log is durable.
+    """A recording :class:`SessionWriter` over a JSONL writer.
 
-    It does the disk work of an append inline instead of in a worker thread, so
-    what the recorder puts in each batch (and so which batches are fsynced)
-    depends only on trio's schedule, never on how fast a thread finishes.
+    It logs every batch written and every fsync (the machine counts the writer's
+    ``sync_data`` calls), checks the durability policy at each write, and tracks
+    how far the log is durable. It does the disk work of an append inline instead
+    of in a worker thread, so what the recorder puts in each batch (and so which
+    batches are fsynced) depends only on trio's schedule, never on how fast a
+    thread finishes.
     """
 
     def __init__(self, inner: Any, durable: Durable) -> None:
@@ -94,26 +183,51 @@ class TrackingWriter:
 
     async def append(self, events: Sequence[dsh.SessionEvent], *, sync: bool) -> None:
         inner = self._inner
+        durable = self._durable
         if any(e.seq != inner.durable_seq + i for i, e in enumerate(events)):
             await inner.append(events, sync=sync)  # raises PersistenceSeqError
         first = not inner._materialised  # the first write creates the file, fsynced
+        batch = Batch(events[0].seq, tuple(e.type for e in events)) if events else None
+        if batch is not None:
+            durable.before_write(batch)
+        before = durable.fsyncs.count
         inner._append_sync(tuple(events), sync)
         await trio.lowlevel.checkpoint()
-        if sync or first:
-            self._durable.seq = inner.durable_seq
-            self._durable.size = inner._size
+        durable.written_seq, durable.written_size = inner.durable_seq, inner._size
+        if batch is not None:
+            durable.writes += 1
+            durable.unsynced.append(batch)
+        if (first and inner._materialised) or durable.fsyncs.count > before:
+            durable.synced()
+            durable.fsyncs.passed(
+                durable.fsyncs.count - before,
+                inner.path,
+                inner._size,
+                inner.durable_seq,
+            )
 
     async def close(self) -> None:
+        before = self._durable.fsyncs.count
         await self._inner.close()
+        durable = self._durable
+        if durable.fsyncs.count > before:
+            durable.synced()
+            inner = self._inner
+            durable.fsyncs.passed(
+                durable.fsyncs.count - before,
+                inner.path,
+                inner._size,
+                inner.durable_seq,
+            )
 
 
 class TrackingPersistence:
     """A :class:`JsonlPersistence` whose writers track durability (one session)."""
 
-    def __init__(self, root: str, durability: Any) -> None:
+    def __init__(self, root: str, durability: Any, fsyncs: FsyncLog) -> None:
         self.inner = dsh.JsonlPersistence(root, durability=durability)
         self.durability = durability
-        self.durable = Durable()
+        self.durable = Durable(durability, fsyncs)
 
     def path_for(self, header: dsh.SessionHeader) -> str:
         return self.inner.path_for(header)
@@ -127,8 +241,7 @@ class TrackingPersistence:
     ) -> tuple[TrackingWriter, list[dsh.SessionEvent]]:
         writer, events = await self.inner.open(session_id)
         # What a new process finds on disk (cut after its last intact line) is durable.
-        self.durable.seq = len(events)
-        self.durable.size = writer._size
+        self.durable.loaded(len(events), writer._size)
         return TrackingWriter(writer, self.durable), events
 
     async def exists(self, session_id: str) -> bool:
@@ -185,11 +298,22 @@ class PersistenceMachine(RuleBasedStateMachine):
         self.durability = "turn"
         self.life: Life | None = None
         self.expect: Expectation | None = None
+        self.fsync_crashes = 0  # crashes cut at an fsync
+        # Every fsync of a log goes through the writer's sync_data: count them.
+        self.fsyncs = FsyncLog()
+        self._sync_data = _jsonl_writer.sync_data
+        fsyncs, sync_data = self.fsyncs, self._sync_data
+
+        def counted(fd: int) -> None:
+            sync_data(fd)
+            fsyncs.count += 1
+
+        _jsonl_writer.sync_data = counted
 
     # ------------------------------------------------------------------ lives
 
     def _open_life(self, *, resume: bool) -> None:
-        persistence = TrackingPersistence(self.root, self.durability)
+        persistence = TrackingPersistence(self.root, self.durability, self.fsyncs)
         host = RuntimeHost(
             self.loop, models={"scripted": self.desk.model}, persistence=persistence
         )
@@ -335,6 +459,52 @@ class PersistenceMachine(RuleBasedStateMachine):
             exists=True,
         )
 
+    @rule(skip=st.integers(min_value=0, max_value=2))
+    def crash_at_fsync(self, skip: int) -> None:
+        """Run the agent on until its ``skip+1``-th fsync from now; the power fails right after it.
+
+        The file is cut back to the size that fsync made durable: everything not
+        synced is lost, and only that. Without such an fsync, the crash happens
+        once nothing is left to run, at the last durable byte.
+        """
+        life = self.life
+        if life is None:
+            return
+        fsyncs = self.fsyncs
+        fsyncs.crash_in, fsyncs.snapshot = skip, None
+        try:
+            for _ in range(200):
+                if fsyncs.snapshot is not None:
+                    break
+                if self.loop.run_sync(self._release_one, life):
+                    continue
+                if life.agent.status is dsh.AgentStatus.IDLE:
+                    break
+                if not self.loop.call(advance_to_next_deadline, self.clock):
+                    break
+        finally:
+            fsyncs.crash_in = None
+        snapshot, fsyncs.snapshot = fsyncs.snapshot, None
+        if snapshot is None:
+            self._crash(life, 0)
+            self._resume()
+            return
+        data, size, seq = snapshot
+        path = self._log_path(life)
+        events = list(life.agent.session.events)
+        self._stop(life)
+        complete = data[:size].count(b"\n") - 1  # the header is line 1
+        if not 0 < size <= len(data) or complete != seq:
+            raise _fail(
+                f"an fsync made {seq} events in {size} bytes durable; the log held "
+                f"{complete} complete events in them ({len(data)} bytes in all)"
+            )
+        note("crash: at an fsync, the unsynced tail lost")
+        self.fsync_crashes += 1
+        _write(path, data[:size])
+        self.expect = Expectation(_as_json(events[:seq]), seq, None, exists=True)
+        self._resume()
+
     @rule()
     def restart(self) -> None:
         """A clean shutdown (the agent is disposed, all it wrote is durable); a new process resumes."""
@@ -423,8 +593,22 @@ class PersistenceMachine(RuleBasedStateMachine):
         return False
 
     def _stop(self, life: Life) -> None:
+        """Leave the life's runtime block (disposing its agent); all it wrote must be synced."""
         self.life = None
         life.host.stop()
+        durable = life.persistence.durable
+        self._check_breaches(durable)
+        if self.durability != "none" and (
+            durable.seq != durable.written_seq or durable.size != durable.written_size
+        ):
+            raise _fail(
+                f"on dispose: {durable.written_seq - durable.seq} of {durable.written_seq} "
+                f"written events ({durable.written_size - durable.size} bytes) were not fsynced"
+            )
+
+    def _check_breaches(self, durable: Durable) -> None:
+        if durable.breaches:
+            raise _fail(durable.breaches[0])
 
     # ------------------------------------------------------------------ invariants
 
@@ -447,7 +631,9 @@ class PersistenceMachine(RuleBasedStateMachine):
                 )
         if (agent.status is dsh.AgentStatus.RUNNING) != (checker.open_turn is not None):
             raise _fail(f"status {agent.status} but open turn {checker.open_turn}")
-        # The durability policy: "always" fsyncs every batch, "turn" at least every turn/end.
+        # The durability policy: "always" fsyncs every batch, "turn" at least every
+        # turn/end; the recording writer checked it at each write.
+        self._check_breaches(life.persistence.durable)
         events = agent.session.events
         durable = life.persistence.durable.seq
         if self.durability == "always" and durable != len(events):
@@ -478,6 +664,7 @@ class PersistenceMachine(RuleBasedStateMachine):
                 raise
             self.loop.close()
         finally:
+            _jsonl_writer.sync_data = self._sync_data
             shutil.rmtree(self.root, ignore_errors=True)
 
 

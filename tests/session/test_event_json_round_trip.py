@@ -284,7 +284,12 @@ data_by_type: dict[str, st.SearchStrategy[Any]] = {
 surface_ops: st.SearchStrategy[Any] = st.just("append") | st.builds(
     SurfaceReplace, nat, nat
 )
-seq_lists = opt(st.lists(nat, min_size=1, max_size=4).map(tuple))
+# Runs of consecutive seqs, which the writer spells as ranges ``[first, last]``.
+seq_lists = opt(
+    st.lists(st.tuples(nat, st.integers(1, 5)), min_size=1, max_size=4).map(
+        lambda runs: tuple(s for start, n in runs for s in range(start, start + n))
+    )
+)
 
 
 @st.composite
@@ -304,6 +309,7 @@ def events(draw: st.DrawFn) -> SessionEvent:
         data=data,
         surface_op=draw(surface_ops) if surface else None,
         source_event_seqs=draw(seq_lists) if surface else None,
+        ignorable=draw(st.booleans()),
     )
 
 

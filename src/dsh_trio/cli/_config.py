@@ -51,6 +51,9 @@ class Preset:
     base_url: str
     api_key_env: str | None
     default_model: str | None = None
+    #: The request field that carries the token limit (OpenAI's newer models
+    #: take ``max_completion_tokens`` only).
+    max_tokens_field: str = "max_tokens"
 
 
 #: Providers usable with ``--provider NAME`` alone (``--base-url`` overrides the URL).
@@ -61,7 +64,9 @@ PRESETS: Final[Mapping[str, Preset]] = {
         default_model="deepseek-chat",
     ),
     "openai": Preset(
-        base_url="https://api.openai.com/v1", api_key_env="OPENAI_API_KEY"
+        base_url="https://api.openai.com/v1",
+        api_key_env="OPENAI_API_KEY",
+        max_tokens_field="max_completion_tokens",
     ),
     "ollama": Preset(base_url="http://localhost:11434/v1", api_key_env=None),
 }
@@ -270,10 +275,19 @@ def resolve_model(
             f"the API key variable {key_env} is not set (export it, or name another with --api-key-env)"
         )
     name = provider or "openai-compatible"
+    key = api_key or None
+    # Only a preset that needs another token-limit field names one.
+    adapter = (
+        OpenAICompatibleAdapter(
+            url, api_key=key, max_tokens_field=preset.max_tokens_field
+        )
+        if preset is not None and preset.max_tokens_field != "max_tokens"
+        else OpenAICompatibleAdapter(url, api_key=key)
+    )
     return ModelChoice(
         provider=name,
         model=chosen_model,
-        adapter=OpenAICompatibleAdapter(url, api_key=api_key or None),
+        adapter=adapter,
         label=f"{chosen_model} via {url}",
         route=Route(
             provider=provider,

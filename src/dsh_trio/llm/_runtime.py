@@ -8,7 +8,9 @@ adapter) instead of failing the attempt later.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
+import types
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from typing import Any
 
 import attrs
 import trio
@@ -158,6 +160,62 @@ def _finish_for(failure: LlmFailure) -> Finish:
     return fixed if isinstance(fixed, Finish) else finish
 
 
+async def _close(aclose: Callable[[], Awaitable[object]], iterator: object) -> None:
+    """Close the adapter's stream: shielded, and for at most ``_CLOSE_TIMEOUT_S``.
+
+    An async generator suspended at a plain ``yield`` (adapters usually stop right
+    after their ``Finish``) is closed by starting ``aclose()`` synchronously: when its
+    body has no exception handler at all, closing runs none of its code, so it needs
+    no cancel scope. Otherwise the close starts inside a shielded scope whose deadline
+    is set only if the close turns out to wait, and trio sees each of its checkpoints
+    in that scope, exactly as with ``move_on_after(..., shield=True)``.
+    """
+    if (
+        getattr(iterator, "ag_await", False) is not None
+        or getattr(iterator, "ag_running", True) is not False
+    ):
+        with trio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+            await aclose()
+        return
+    closing: Any = aclose()
+    code = getattr(iterator, "ag_code", None)
+    if code is not None and not code.co_exceptiontable:
+        try:
+            trap = closing.send(None)
+        except StopIteration:
+            return  # noqa: ASYNC910  # closing ran none of the adapter's code
+        # Not reached for a body without handlers; stay correct regardless.
+        with trio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+            await _resume(closing, trap)
+        return
+    with trio.CancelScope(shield=True) as scope:
+        try:
+            trap = closing.send(None)
+        except StopIteration:
+            return  # noqa: ASYNC910  # the close did not wait: nothing to checkpoint
+        scope.deadline = trio.current_time() + _CLOSE_TIMEOUT_S
+        await _resume(closing, trap)
+
+
+@types.coroutine
+def _resume(coro: Any, trap: object) -> Generator[object, object, None]:
+    """Go on running ``coro``, already started and suspended on ``trap``: hand each
+    of its traps to trio and trio's answers back to it, until it returns."""
+    while True:
+        try:
+            value = yield trap
+        except BaseException as exc:  # noqa: ASYNC103, ASYNC104  # handed to coro, which raises it
+            try:
+                trap = coro.throw(exc)
+            except StopIteration:
+                return  # noqa: ASYNC104  # coro handled what trio threw and returned
+        else:
+            try:
+                trap = coro.send(value)
+            except StopIteration:
+                return
+
+
 async def stream_model(
     adapter: ModelAdapter | None, request: ModelRequest
 ) -> AsyncGenerator[StreamChunk, None]:
@@ -243,8 +301,7 @@ async def stream_model(
             try:
                 # The adapter may hold a connection; release it even while the consumer
                 # is being cancelled, but never wait on it without bound.
-                with trio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
-                    await aclose()
+                await _close(aclose, iterator)  # noqa: ASYNC102  # shielded, with a deadline, inside
             except Exception:
                 # Everything the stream had to say was said; a failing close must not
                 # replace the outcome the consumer already has.

@@ -364,7 +364,11 @@ class AgentRegistry:
                     persistence, agent, writer, runtime._spawn
                 )
                 agent._attach_recorder(entry.recorder)
-            if source == "resume":
+            if source == "resume" and (
+                not session.events or session.events[-1].type != "session/end-seed"
+            ):
+                # One marker per resume boundary, as the reference: none when the
+                # log already ends with one (resumed twice with no turn between).
                 session.append("session/end-seed", EndSeed())
             runtime.sessions._add(session)
             entry.announced = True

@@ -172,6 +172,10 @@ async def _on_request_error(
         "turn": turn,
         "step": step,
         "provider": provider,
+        # The reference's fields: the retry mode and the key of the policy used
+        # (policies are chosen per provider).
+        "mode": "normal",
+        "policyKey": provider,
         "retry": retry,
         "maxRetries": policy.max_retries,
         "delayMs": delay_ms,

@@ -1,6 +1,10 @@
 """Session events and headers to and from their JSON lines (the reference's v3 shapes).
 
-An event line is ``{"type", "seq", "time", "data", "surfaceOp"?, "sourceEventSeqs"?}``;
+An event line is ``{"type", "seq", "time", "data", "surfaceOp"?, "sourceEventSeqs"?}``
+(``sourceEventSeqs`` writes a run of 3 or more consecutive seqs as a range
+``[first, last]``, as the reference does, and reads both forms; ``"ignorable": true``
+is kept on the event and written back; the obsolete ``tool/code-dispatch`` and
+``tool/code-dispatch-start`` rows are refused unless marked ignorable);
 ``data`` of a known type goes through the converter of
 :mod:`dsh_trio.values._converter`, data of an unknown type is kept as lossless JSON.
 The header line is ``{"type": "session", ...}``. Outside data enters through
@@ -83,7 +87,7 @@ def data_from_json(type_: str, data: object) -> EventData | JsonValue:
 
 
 def event_to_json(event: SessionEvent) -> dict[str, JsonValue]:
-    """The JSON object of one log line (key order: type, seq, time, data, surfaceOp, sourceEventSeqs)."""
+    """The JSON object of one log line (key order: type, seq, time, data, surfaceOp, sourceEventSeqs, ignorable)."""
     data = event.data
     out: dict[str, JsonValue] = {
         "type": event.type,
@@ -96,13 +100,61 @@ def event_to_json(event: SessionEvent) -> dict[str, JsonValue]:
     if event.surface_op is not None:
         out["surfaceOp"] = _unstructure_surface_op(event.surface_op)
     if event.source_event_seqs is not None:
-        out["sourceEventSeqs"] = list(event.source_event_seqs)
+        out["sourceEventSeqs"] = _compress_sources(event.source_event_seqs)
+    if event.ignorable:
+        out["ignorable"] = True
     return out
+
+
+def _compress_sources(seqs: tuple[int, ...]) -> JsonValue:
+    """``seqs`` as the reference writes them: a run of 3 or more consecutive
+    ascending seqs as ``[first, last]``, any other seq as itself."""
+    out: list[JsonValue] = []
+    i, n = 0, len(seqs)
+    while i < n:
+        j = i
+        while j + 1 < n and seqs[j + 1] == seqs[j] + 1:
+            j += 1
+        if j - i >= 2:
+            out.append([seqs[i], seqs[j]])
+            i = j + 1
+        else:
+            out.append(seqs[i])
+            i += 1
+    return out
+
+
+def _expand_sources(raw: object) -> tuple[int, ...]:
+    """The seqs of a ``sourceEventSeqs`` that holds ranges ``[first, last]``
+    (inclusive, ``first < last``) besides plain seqs."""
+    if not isinstance(raw, list):
+        raise ValueError("sourceEventSeqs must be a list")
+    out: list[int] = []
+    for k, item in enumerate(raw):
+        if type(item) is int:
+            out.append(item)
+        elif (
+            isinstance(item, list)
+            and len(item) == 2
+            and type(item[0]) is int
+            and type(item[1]) is int
+            and 0 <= item[0] < item[1]
+        ):
+            out.extend(range(item[0], item[1] + 1))
+        else:
+            raise ValueError(
+                f"sourceEventSeqs[{k}] must be an integer or a range [first, last] "
+                f"with first < last, got {item!r}"
+            )
+    return tuple(out)
 
 
 _EVENT_KEYS = frozenset(
     {"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"}
 )
+
+#: Obsolete event types the reference refuses unless marked ``"ignorable": true``.
+_OBSOLETE_TYPES = frozenset({"tool/code-dispatch", "tool/code-dispatch-start"})
 
 
 def event_from_json(obj: object, *, expected_seq: int | None = None) -> SessionEvent:
@@ -163,6 +215,14 @@ def decode_event(
             raise ValueError("time must be an integer (epoch milliseconds)")
         if "data" not in obj:
             raise ValueError("data is missing")
+        ignorable = obj.get("ignorable", False)
+        if type(ignorable) is not bool:
+            raise ValueError(f"ignorable must be a boolean, got {ignorable!r}")
+        if type_ in _OBSOLETE_TYPES and not ignorable:
+            raise ValueError(
+                f'the obsolete event type "{type_}" is refused unless marked '
+                '"ignorable": true'
+            )
         raw_data = obj["data"]
         checked = True
         try:
@@ -180,9 +240,10 @@ def decode_event(
         sources: tuple[int, ...] | None = None
         if "sourceEventSeqs" in obj:
             raw = obj["sourceEventSeqs"]
-            if not isinstance(raw, list) or not all(type(s) is int for s in raw):
-                raise ValueError("sourceEventSeqs must be a list of integers")
-            sources = tuple(raw)
+            if isinstance(raw, list) and all(type(s) is int for s in raw):
+                sources = tuple(raw)
+            else:
+                sources = _expand_sources(raw)
         if (
             surface_op is not None or sources is not None
         ) and type_ not in SURFACE_TYPES:
@@ -194,6 +255,7 @@ def decode_event(
             data=data,
             surface_op=surface_op,
             source_event_seqs=sources,
+            ignorable=ignorable,
         ), checked
     except SessionCorruptError:
         raise

@@ -3,6 +3,9 @@
 * keys are camelCase on the wire (``tool_call_id`` → ``toolCallId``);
 * tagged unions carry their tag first: content blocks and stream chunks/records by
   ``type``, sources, causes and turn-end reasons by ``kind``, messages by ``role``;
+* keys follow the field order, except where the reference's writer orders them
+  otherwise (``_KEY_ORDER``: messages, ``tool-call-chunks`` records, the ``usage``
+  of ``assistant/message`` before its ``stream``);
 * an absent optional field (``None``) is omitted, never written as ``null``;
 * structuring is strict: unknown keys, missing keys and wrong types are refused.
 
@@ -65,6 +68,7 @@ from ._content import (
     UserMessage,
     UserSource,
 )
+from ._event_data import AssistantMessageData
 from ._ids import JsonValue
 from ._json import check_json
 
@@ -175,9 +179,34 @@ def _field_overrides(cls: type[Any]) -> dict[str, Any]:
     return out
 
 
+#: Wire key order of the objects whose keys the reference's writer does not write
+#: in field order (tag first, then the fields); absent optional keys are skipped.
+_KEY_ORDER: dict[type[Any], tuple[str, ...]] = {
+    UserMessage: ("content", "source", "role", "id"),
+    AssistantMessage: ("role", "content", "source", "id"),
+    SystemMessage: ("role", "content", "source", "id"),
+    ToolCallChunksRecord: ("type", "time0", "index", "dt", "id", "name", "args"),
+    AssistantMessageData: ("turn", "step", "message", "usage", "stream", "interrupted"),
+}
+
+
 def _unstructure_factory(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
     fn = make_dict_unstructure_fn(cls, converter, **_field_overrides(cls))
     tag_key, tag = _tag_of(cls)
+    order = _KEY_ORDER.get(cls)
+    if order is not None:
+        names = {_camel(f.name) for f in attrs.fields(cls)}
+        if tag_key is not None:
+            names.add(tag_key)
+        assert names == set(order), f"key order of {cls.__name__} misses keys"
+
+        def ordered(value: Any) -> dict[str, Any]:
+            d = fn(value)
+            if tag_key is not None:
+                d[tag_key] = tag
+            return {k: d[k] for k in order if k in d}
+
+        return ordered
     if tag_key is None:
         return fn
 

@@ -259,6 +259,9 @@ class SessionEvent:
     data: EventData | JsonValue = attrs.field(hash=False)
     surface_op: SurfaceOp | None = None
     source_event_seqs: tuple[int, ...] | None = None
+    #: The reference's ``"ignorable": true`` marker: a reader that does not know
+    #: the type may skip the event. Read from and written back to the log as is.
+    ignorable: bool = False
 
     # ``builtins.type``: the ``type`` field shadows the builtin in this class body.
     def data_as(self, cls: builtins.type[T]) -> T:
