@@ -191,7 +191,7 @@ def _resume_once(root: Path, session_id: str, path: Path, size: int) -> dict[str
 
 
 def _listing_once(root: Path) -> tuple[float, int]:
-    from dsh_trio.cli._transcript import list_sessions
+    from dsh_trio.cli._listing import list_sessions
     from dsh_trio.persistence import JsonlPersistence
 
     start = time.perf_counter()

@@ -11,16 +11,14 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
-from dsh_trio.cli._transcript import (
+from dsh_trio.cli._listing import (
     SessionSummary,
-    find_log,
     list_sessions,
-    read_log,
     render_listing,
-    render_transcript,
     summarize,
     summarize_tail,
 )
+from dsh_trio.cli._transcript import find_log, read_log, render_transcript
 from dsh_trio.errors import SessionCorruptError, SessionFormatError
 from dsh_trio.testing import ScriptedModel, fail, gate, hang, reply, tool_calls
 

@@ -316,7 +316,8 @@ def test_when_idle_that_never_completes_is_reported_as_a_deadlock(
     monkeypatch.setattr(Agent, "_drive", drive)
     assert_caught(
         AgentStateMachine,
-        r"when_idle\(\) never completed|blocked while every task was idle",
+        r"when_idle\(\) never completed|blocked while every task was idle"
+        r"|when_idle\(\) waiter #\d+ \(parked after \d+ events\) never returned",
     )
 
 

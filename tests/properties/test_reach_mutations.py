@@ -119,7 +119,9 @@ def test_when_idle_that_returns_at_the_first_activity_is_reported(
         await done.wait()  # does not follow a replacement driver
 
     monkeypatch.setattr(Agent, "when_idle", when_idle)
-    assert_caught(AgentStateMachine, r"returned while the agent was busy")
+    assert_caught(
+        AgentStateMachine, r"returned while the agent was busy", max_examples=1000
+    )
 
 
 def test_dispose_that_is_not_idempotent_under_concurrent_callers_is_reported(

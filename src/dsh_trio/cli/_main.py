@@ -31,14 +31,9 @@ from ._config import (
     resolve_model,
     resolve_session_dir,
 )
+from ._listing import list_sessions, render_listing
 from ._offline import OFFLINE_MODEL, OFFLINE_PROVIDER
-from ._transcript import (
-    find_log,
-    list_sessions,
-    read_log,
-    render_listing,
-    render_transcript,
-)
+from ._transcript import find_log, read_log, render_transcript
 
 __all__ = ["build_parser", "main"]
 

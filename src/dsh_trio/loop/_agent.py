@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import trio
@@ -14,8 +13,6 @@ from ..errors import (
     AgentBusyError,
     AgentCancelled,
     AgentDisposedError,
-    PersistenceError,
-    TurnFailedError,
 )
 from ..values import (
     Aborted,
@@ -23,32 +20,44 @@ from ..values import (
     AgentStatus,
     CancelCause,
     DisposedCancel,
-    Errored,
     InboxTarget,
-    LlmFailure,
-    SessionEvent,
     SessionId,
-    TurnEnd,
-    TurnStart,
-    UserCancel,
     UserMessage,
-    user_message,
 )
-from ._driver import OpenedTurn, TurnDriver
+from ._agent_waits import (
+    abandon,
+    as_message,
+    emit_status,
+    inbox_claimed,
+    inbox_discarded,
+    inbox_inserted,
+    look_after,
+    on_session_event,
+    queue_watched,
+    turn_outcome,
+    unwatch,
+)
+from ._agent_work import (
+    _DISPOSED,
+    _DRAINING,
+    _LIVE,
+    _SEALED,
+    SessionRecording,
+    attach_recorder,
+    drive,
+    open_turn,
+    persistence_failed,
+    refusal,
+    turn_driver,
+    wait_written,
+    wake_driver,
+)
+from ._driver import TurnDriver
 from ._inbox import Inbox, coerce_target
-from ._initiator import _initiator
-from ._payloads import (
-    AgentErrorEvent,
-    AgentStatusChanged,
-    InboxClaimed,
-    InboxDiscarded,
-    InboxInserted,
-    SessionEventAppended,
-)
-from ._phase import Idle, Maintenance, Phase, Running
+from ._phase import Idle, Maintenance, Phase
 from ._scope import AgentScope
 from ._signal import CancelSignal
-from ._turns import OpenTurnStream, TurnResult, TurnStream, TurnWatch, turn_result
+from ._turns import OpenTurnStream, TurnResult, TurnStream, TurnWatch
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -57,31 +66,6 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "SessionRecording"]
 
 T = TypeVar("T")
-
-logger = logging.getLogger("dsh_trio")
-
-# The agent's lifetime, one small int (a slot per idle agent counts, see W4).
-_LIVE = 0
-_DRAINING = 1  # disposal is draining it: input is parked, no work starts
-_SEALED = 2  # the drain is over: input raises AgentDisposedError
-_DISPOSED = 3
-
-
-class SessionRecording(Protocol):
-    """What an agent needs of the recorder that writes its session's log."""
-
-    @property
-    def fault(self) -> PersistenceError | None:
-        """The failure of the last write while writes fail, else ``None``."""
-        ...
-
-    async def flush(self) -> None:
-        """Write and fsync everything queued; raise :class:`PersistenceError`."""
-        ...
-
-    async def wait_written(self) -> None:
-        """Write everything queued; raise :class:`PersistenceError`."""
-        ...
 
 
 class Agent:
@@ -326,7 +310,7 @@ class Agent:
                 :meth:`followup` (nothing was queued).
             TypeError: ``message`` is neither a :class:`UserMessage` nor a str.
         """
-        queued = _as_message(message)
+        queued = as_message(message)
         await trio.lowlevel.checkpoint_if_cancelled()
         watch = TurnWatch(queued.id)
         self._queue_watched(queued, watch)
@@ -364,7 +348,7 @@ class Agent:
             AgentDisposedError, PersistenceError, DuplicateMessageError,
             InvalidSpliceError: as :meth:`followup` (nothing was queued).
         """
-        return OpenTurnStream(self, _as_message(message))
+        return OpenTurnStream(self, as_message(message))
 
     async def run_maintenance(self, task: Callable[[CancelSignal], Awaitable[T]]) -> T:
         """Run ``task(signal)`` as a maintenance activity from the idle phase.
@@ -406,100 +390,13 @@ class Agent:
         return result
 
     # ------------------------------------------------------------------ turn results
+    # (in ._agent_waits)
 
-    def _queue_watched(self, message: UserMessage, watch: TurnWatch) -> None:
-        """Follow ``watch`` and queue ``message`` as a follow-up; unfollow if that raises."""
-        waits = self._turn_waits
-        # Copied on write: notifications iterate a list nobody changes under them.
-        self._turn_waits = [watch] if waits is None else [*waits, watch]
-        try:
-            self.followup(message)
-        except BaseException:
-            self._unwatch(watch)
-            raise
-
-    def _unwatch(self, watch: TurnWatch) -> None:
-        waits = self._turn_waits
-        if waits is not None and watch in waits:
-            rest = [w for w in waits if w is not watch]
-            self._turn_waits = rest or None
-
-    async def _turn_outcome(
-        self, watch: TurnWatch, *, check: bool, owned: bool = False
-    ) -> TurnResult:
-        """Wait until ``watch`` settles; its result (raised as a failure if ``check``).
-
-        With ``owned`` (``run``), a cancelled wait abandons the turn and the watch
-        ends with the wait; otherwise (a stream) its context does both.
-        """
-        try:
-            while not watch.settled:
-                if watch.closed:
-                    raise RuntimeError(
-                        f'the stream of agent "{self.id}" was closed before the turn '
-                        f"of message {watch.message_id!r} ended"
-                    )
-                if self._look_after(watch):
-                    break
-                await watch.lot.park()
-        except BaseException:
-            if owned:
-                self._abandon(watch)
-            raise
-        finally:
-            if owned:
-                self._unwatch(watch)
-        # A schedule point that cannot lose the result: the turn has already ended.
-        await trio.lowlevel.cancel_shielded_checkpoint()
-        result = turn_result(self.session, watch)
-        if check and result.failed:
-            raise TurnFailedError(result, agent_id=self.id)
-        return result
-
-    def _look_after(self, watch: TurnWatch) -> bool:
-        """Settle a wait that no event will settle; re-wake a parked message.
-
-        Returns whether ``watch`` is settled now.
-        """
-        if watch.turn is None:
-            if self._stage != _LIVE:
-                # A disposing agent starts no more work: the message never runs.
-                watch.gone = Aborted(DisposedCancel())
-            elif isinstance(self._phase, Idle) and self.inbox._pending(
-                watch.message_id
-            ):
-                self._wake_driver()
-        elif watch.end is None:
-            phase = self._phase
-            if not isinstance(phase, Running) or phase.turn != watch.turn:
-                watch.gone = Errored(
-                    LlmFailure(
-                        f'turn {watch.turn} of agent "{self.id}" ended without a '
-                        "turn/end record (its append failed)",
-                        "UNKNOWN",
-                    )
-                )
-        return watch.settled
-
-    def _abandon(self, watch: TurnWatch) -> None:
-        """The waiter is gone: cancel its turn, or drop its still-queued message."""
-        if watch.settled:
-            return
-        if watch.turn is None:
-            if self._stage < _SEALED and self.inbox._pending(watch.message_id):
-                try:
-                    self.inbox.remove(watch.message_id)
-                except Exception:
-                    logger.warning(
-                        "agent %s: could not remove message %r from the inbox",
-                        self.id,
-                        watch.message_id,
-                        exc_info=True,
-                    )
-            return
-        phase = self._phase
-        if isinstance(phase, Running) and phase.turn == watch.turn:
-            phase.signal._cancel(UserCancel())
+    _queue_watched = queue_watched
+    _unwatch = unwatch
+    _turn_outcome = turn_outcome
+    _look_after = look_after
+    _abandon = abandon
 
     # ------------------------------------------------------------------ phase
 
@@ -535,191 +432,29 @@ class Agent:
             )
 
     # ------------------------------------------------------------------ persistence
+    # (in ._agent_work)
 
-    def _attach_recorder(self, recorder: SessionRecording) -> None:
-        """Runtime use only: the recorder writing this agent's session log."""
-        self._recorder = recorder
+    _attach_recorder = attach_recorder
+    _persistence_failed = persistence_failed
+    _refusal = refusal
+    _wait_written = wait_written
 
-    def _persistence_failed(self, error: PersistenceError) -> None:
-        """The session log's writes started failing: tell listeners.
+    # ------------------------------------------------------------------ inbox and session
+    # (in ._agent_waits)
 
-        Runtime use only (the recorder's ``on_fault``, called once the recorder's
-        ``fault`` is set, which refuses waking input). Never blocks.
-        """
-        bus = self._services.bus
-        if bus.has_listeners("agent/error"):
-            phase = self._phase
-            if isinstance(phase, Running):
-                turn = phase.turn
-                step = self._driver._step if self._driver is not None else 0
-            else:
-                turn, step = phase.last_turn, 0
-            bus.emit(
-                "agent/error",
-                AgentErrorEvent(self, turn, step, error, phase="persistence"),
-                scope=self,
-            )
-
-    def _refusal(self, fault: PersistenceError) -> PersistenceError:
-        error = PersistenceError(
-            f'agent "{self.id}" takes no waking input while its session log cannot '
-            f"be written ({fault}); await agent.flush() to retry the writes",
-            session_id=self.id,
-            cause=fault.__cause__,
-        )
-        error.__cause__ = fault.__cause__ or fault
-        return error
-
-    async def _wait_written(self) -> None:  # noqa: ASYNC910  # hot path: no persistence, nothing to wait for
-        """Wait until the turn's events so far are written (before its ``turn/end``).
-
-        Runtime use only: a turn reports no success on a log that is not written.
-
-        Raises:
-            PersistenceError: they could not be written.
-        """
-        recorder = self._recorder
-        if recorder is not None:
-            await recorder.wait_written()
-
-    def _inbox_inserted(self, message: UserMessage) -> None:
-        if self._services.bus.has_listeners("agent/inbox/inserted"):
-            self._services.bus.emit(
-                "agent/inbox/inserted", InboxInserted(self, message), scope=self
-            )
-
-    def _inbox_discarded(self, message: UserMessage) -> None:
-        waits = self._turn_waits
-        # Still pending: replaced in place under the same id, not discarded.
-        if waits is not None and not self.inbox._pending(message.id):
-            for watch in waits:
-                if (
-                    watch.turn is None
-                    and not watch.settled
-                    and watch.message_id == message.id
-                ):
-                    watch.discarded()
-        if self._services.bus.has_listeners("agent/inbox/discarded"):
-            self._services.bus.emit(
-                "agent/inbox/discarded", InboxDiscarded(self, message), scope=self
-            )
-
-    def _inbox_claimed(self, message: UserMessage, turn: int) -> None:
-        waits = self._turn_waits
-        if waits is not None:
-            for watch in waits:
-                if (
-                    watch.turn is None
-                    and not watch.settled
-                    and watch.message_id == message.id
-                ):
-                    watch.claimed(turn, self.session)
-        if self._services.bus.has_listeners("agent/inbox/claimed"):
-            self._services.bus.emit(
-                "agent/inbox/claimed", InboxClaimed(self, message, turn), scope=self
-            )
-
-    def _on_session_event(self, event: SessionEvent) -> None:
-        waits = self._turn_waits
-        if waits is not None and event.type == "turn/end":
-            data = event.data
-            if isinstance(data, TurnEnd):
-                for watch in waits:
-                    if watch.turn == data.turn and watch.end is None:
-                        watch.ended(data, event.seq)
-        if self._services.bus.has_listeners("session/event"):
-            self._services.bus.emit(
-                "session/event", SessionEventAppended(self.session, event), scope=self
-            )
-
-    def _emit_status(self, status: AgentStatus) -> None:
-        if self._services.bus.has_listeners("agent/status"):
-            self._services.bus.emit(
-                "agent/status", AgentStatusChanged(self, status), scope=self
-            )
+    _inbox_inserted = inbox_inserted
+    _inbox_discarded = inbox_discarded
+    _inbox_claimed = inbox_claimed
+    _on_session_event = on_session_event
+    _emit_status = emit_status
 
     # ------------------------------------------------------------------ driver
+    # (in ._agent_work)
 
-    def _wake_driver(self, after_abort: bool = False) -> None:
-        """Start a turn on an idle agent, or latch the wake on a busy one."""
-        if self._stage:
-            return  # a disposing agent parks input; it never starts work again
-        recorder = self._recorder
-        if recorder is not None and recorder.fault is not None:
-            return  # no turn on a log that is not written: a latched wake parks
-        phase = self._phase
-        if not isinstance(phase, Idle):
-            disposed = isinstance(phase.signal.cause, DisposedCancel)
-            if not disposed and (isinstance(phase, Maintenance) or after_abort):
-                self._set_wake(True)
-            return
-        done = trio.Event()
-        self._enter(Running(signal=CancelSignal(), done=done, turn=phase.last_turn))
-        opened = self._open_turn()
-        self._services.spawn(self._drive, done, opened)
-
-    def _open_turn(self) -> OpenedTurn | None:
-        """The synchronous head of a turn: ``turn/start`` and the turn-boundary claim."""
-        phase = self._phase
-        if not isinstance(phase, Running):
-            return None  # a status listener already wound the driver down
-        signal = phase.signal
-        if signal.cancelled:
-            return None
-        turn = phase.turn + 1
-        try:
-            self.session._append_trusted("turn/start", TurnStart(turn))
-        except Exception as exc:
-            self._turn_driver().report_error(phase.turn, 0, exc)
-            return None
-        current = self._phase  # listeners of the append may have latched a wake
-        assert isinstance(current, Running)
-        self._enter(
-            Running(
-                signal=signal,
-                done=current.done,
-                turn=turn,
-                wake_requested=current.wake_requested,
-            )
-        )
-        try:
-            claimed = self.inbox._claim(InboxTarget.NEXT_TURN, turn)
-        except Exception as exc:
-            return OpenedTurn(turn, signal, [], exc)
-        return OpenedTurn(turn, signal, claimed)
-
-    async def _drive(  # noqa: ASYNC910
-        self, done: trio.Event, opened: OpenedTurn | None
-    ) -> None:  # a task with no turn to run ends at once
-        """The driver task: run opened turns while there is work, then go idle."""
-        _initiator.set(self)
-        try:
-            driver = self._turn_driver()
-            while opened is not None:
-                if not await driver.run_turn(opened):
-                    break
-                phase = self._phase
-                assert isinstance(phase, Running)
-                self._enter(
-                    Running(signal=CancelSignal(), done=phase.done, turn=phase.turn)
-                )
-                opened = self._open_turn()
-        finally:
-            phase = self._phase
-            wake = False
-            if isinstance(phase, Running):
-                wake = phase.wake_requested
-                self._enter(Idle(last_turn=phase.turn))
-            if wake and self.inbox.has_pending:
-                self._wake_driver()
-            done.set()
-
-    def _turn_driver(self) -> TurnDriver:
-        """The agent's turn driver, made on first use."""
-        driver = self._driver
-        if driver is None:
-            driver = self._driver = TurnDriver(self, self._services)
-        return driver
+    _wake_driver = wake_driver
+    _open_turn = open_turn
+    _drive = drive
+    _turn_driver = turn_driver
 
     # ------------------------------------------------------------------ disposal
 
@@ -742,15 +477,3 @@ class Agent:
         """Mark the agent disposed and stop relaying its session. Runtime use only."""
         self._stage = _DISPOSED
         self._unsubscribe()
-
-
-def _as_message(message: UserMessage | str) -> UserMessage:
-    """``run``/``stream`` take plain text for ``user_message(text)``."""
-    if isinstance(message, str):
-        return user_message(message)
-    given = cast("object", message)  # callers without type checks pass anything
-    if not isinstance(given, UserMessage):
-        raise TypeError(
-            f"run() and stream() take a UserMessage or a str, got {type(given).__name__}"
-        )
-    return given

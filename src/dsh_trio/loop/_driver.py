@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -36,19 +34,13 @@ from ..values import (
     Retry,
     StepEnd,
     StepStart,
-    TextBlock,
     ToolCallBlock,
-    ToolCallData,
-    ToolErrorInfo,
-    ToolResultBlock,
-    ToolResultData,
-    ToolSource,
     TurnEnd,
     TurnEndReason,
     UserCancel,
     UserMessage,
-    new_message_id,
 )
+from ._answers import answer_calls
 from ._attempt import Attempts
 from ._payloads import (
     AgentErrorEvent,
@@ -58,6 +50,7 @@ from ._payloads import (
     TurnStopping,
 )
 from ._prompt import SystemPromptProjection
+from ._requests import request_seed
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -83,52 +76,20 @@ def _plain_cause(cause: CancelCause) -> CancelCause:
     return cause
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _ends_before_step(
+    decision: PreStepDecision, turn_ends: TurnEndReason | None, first: bool
+) -> tuple[TurnEndReason | None, bool] | None:
+    """How the turn ends before the step ``decision`` is for: ``(reason, stop)``.
 
-
-def _unanswered_why(exc: BaseException | None, signal: CancelSignal) -> str:
-    """Why a call got no result from the executor, for the text of its stand-in."""
-    if signal.cancelled or isinstance(exc, trio.Cancelled):
-        return "the turn was cancelled"
-    if exc is None:
-        return "the tool executor returned without recording its result"
-    detail = str(exc)
-    name = type(exc).__name__
-    if not detail:
-        return f"the step failed ({name})"
-    return f"the step failed ({name}: {_clip(detail, 200)})"
-
-
-def _stand_in_result(
-    turn: int, step: int, block: ToolCallBlock, started: bool, why: str
-) -> ToolResultData:
-    """The error result of a call the step ends without answering."""
-    name = _clip(block.name, 120)
-    if started:
-        error = ToolErrorInfo("ToolOutcomeUnknownError", "TOOL_OUTCOME_UNKNOWN")
-        text = (
-            f'The call to tool "{name}" got no result: {why} after the call '
-            "started. Its outcome is unknown; it may have run partly or completely. "
-            "Check the current state before retrying; a retry is not safe if the "
-            "tool has side effects."
-        )
-    else:
-        error = ToolErrorInfo("ToolNotStartedError", "TOOL_NOT_STARTED")
-        text = (
-            f'The call to tool "{name}" was not run: {why} before it started, so '
-            "it had no effect. It is safe to retry."
-        )
-    return ToolResultData(
-        turn=turn,
-        step=step,
-        message=UserMessage(
-            id=new_message_id(),
-            content=(ToolResultBlock(block.id, (TextBlock(text),), is_error=True),),
-            source=ToolSource(block.id),
-        ),
-        error=error,
-    )
+    ``None`` when the step runs; ``first`` when no step of the turn ran yet.
+    """
+    if isinstance(decision, Reject):
+        return Blocked(), True
+    if turn_ends is not None and not decision.messages:
+        return turn_ends, False
+    if first and not decision.messages:
+        return Completed(), True
+    return None
 
 
 def _failure_of(exc: BaseException) -> LlmFailure:
@@ -224,14 +185,11 @@ class TurnDriver:
                         decision = await self._pre_step(claimed, turn, step, signal)
                         claimed_ids = set(map(id, claimed))
                         claimed = None
-                        if isinstance(decision, Reject):
-                            turn_ends, stop = Blocked(), True
+                        ends = _ends_before_step(decision, turn_ends, self._step == 0)
+                        if ends is not None:
+                            turn_ends, stop = ends
                             break
-                        if turn_ends is not None and not decision.messages:
-                            break
-                        if self._step == 0 and not decision.messages:
-                            turn_ends, stop = Completed(), True
-                            break
+                        assert isinstance(decision, Enter)
                         step_end = await self._run_step(
                             turn, step, decision, signal, claimed_ids
                         )
@@ -325,7 +283,7 @@ class TurnDriver:
 
         However the step ends (a result, a failure, a cancellation), each tool call
         of its assistant message has a ``tool/result`` before ``step/end``
-        (:meth:`_answer_calls`), so the history stays well-formed.
+        (:func:`answer_calls`), so the history stays well-formed.
 
         Returns how the step ends the turn, or ``None`` when the turn goes on.
         """
@@ -339,20 +297,13 @@ class TurnDriver:
             agent = self._agent
             rendered = services.prompt.render(agent)
             tools = services.tools.schemas(agent)
-            attempt = 0
+            entering: Enter | None = decision  # on the step's first attempt only
             while True:
-                attempt += 1
                 config = await self._prepare_request(turn, step, signal)
-                first = attempt == 1
-                series = self._starts_series(
-                    first and decision.starts_request_series, tools
+                request = self._next_request(
+                    turn, step, config, entering, claimed_ids, rendered, tools
                 )
-                if self._projection is None:
-                    self._projection = SystemPromptProjection(session)
-                self._projection.project(rendered, turn=turn, step=step)
-                if first:
-                    self._enter_messages(decision, claimed_ids)
-                request = self._build_request(config, tools, series)
+                entering = None
                 await trio.lowlevel.checkpoint_if_cancelled()
                 outcome = await self._attempts.run(turn, step, request, signal)
                 if isinstance(outcome, LlmFailure):
@@ -369,72 +320,40 @@ class TurnDriver:
                 concluded = await services.tools.execute(
                     agent, turn=turn, step=step, calls=calls, signal=signal
                 )
-                self._answer_calls(turn, step, calls, mark, None, signal)
+                answer_calls(session, agent.id, turn, step, calls, mark, None, signal)
                 return Completed() if concluded else None
         except BaseException as exc:
             if calls:
-                self._answer_calls(turn, step, calls, mark, exc, signal)
+                answer_calls(
+                    session, self._agent.id, turn, step, calls, mark, exc, signal
+                )
             raise
         finally:
             session._append_trusted("step/end", StepEnd(turn, step))
 
-    def _answer_calls(
+    def _next_request(
         self,
         turn: int,
         step: int,
-        calls: Sequence[ToolCallBlock],
-        mark: int,
-        exc: BaseException | None,
-        signal: CancelSignal,
-    ) -> None:
-        """Give every call of the step's message that has no ``tool/result`` one.
+        config: CallConfig,
+        entering: Enter | None,
+        claimed_ids: set[int],
+        rendered: str,
+        tools: tuple[JsonValue, ...],
+    ) -> ModelRequest:
+        """The request of one attempt: project the prompt, enter messages, build it.
 
-        Synchronous; O(events appended since ``mark``). The tool executor answers
-        every call, even when cancelled or failing, so this normally appends nothing.
-        What it does append stands in for a result the executor could not record
-        (``exc`` ended it, or it returned without one): ``TOOL_OUTCOME_UNKNOWN`` if the
-        call's ``tool/call`` was written, else ``TOOL_NOT_STARTED``. Then the next
-        request's history answers every call. Never raises: if the session refuses
-        a result, that is logged and ``exc`` (if any) goes on.
+        ``entering`` is the step's decision on its first attempt, else ``None``.
         """
-        session = self._session
-        answered: Counter[str] = Counter()
-        started: dict[str, list[int]] = {}
-        for event in session.events[mark:]:
-            data = event.data
-            if data.__class__ is ToolCallData:
-                started.setdefault(data.call_id, []).append(event.seq)
-            elif data.__class__ is ToolResultData:
-                source = data.message.source
-                if isinstance(source, ToolSource):
-                    answered[source.call_id] += 1
-        why: str | None = None
-        for block in calls:
-            seqs = started.get(block.id)
-            call_seq = seqs.pop(0) if seqs else None
-            if answered[block.id] > 0:
-                answered[block.id] -= 1
-                continue
-            if why is None:
-                why = _unanswered_why(exc, signal)
-            try:
-                session.append(
-                    "tool/result",
-                    _stand_in_result(turn, step, block, call_seq is not None, why),
-                    surface_op="append",
-                    source_event_seqs=None if call_seq is None else (call_seq,),
-                )
-            except Exception:
-                logger.warning(
-                    "agent %s: turn %d step %d: could not record a result for tool "
-                    "call %r",
-                    self._agent.id,
-                    turn,
-                    step,
-                    _clip(block.id, 120),
-                    exc_info=True,
-                )
-                return
+        series = self._starts_series(
+            entering is not None and entering.starts_request_series, tools
+        )
+        if self._projection is None:
+            self._projection = SystemPromptProjection(self._session)
+        self._projection.project(rendered, turn=turn, step=step)
+        if entering is not None:
+            self._enter_messages(entering, claimed_ids)
+        return self._build_request(config, tools, series)
 
     def _starts_series(self, first: bool, tools: tuple[JsonValue, ...]) -> bool:
         """Whether this request starts a new request series (a fresh header run)."""
@@ -495,40 +414,9 @@ class TurnDriver:
         self, turn: int, step: int, signal: CancelSignal
     ) -> CallConfig:
         agent = self._agent
-        options = agent.options
-        persisted = self._session.request_header()
-        if not self._header_logged or persisted is None:
-            effort = options.reasoning_effort
-            if (
-                effort is None
-                and persisted is not None
-                and persisted.config.provider == options.provider
-                and persisted.config.model == options.model
-                and not (
-                    persisted.adapter_defaults
-                    and persisted.adapter_defaults.reasoning_effort
-                )
-            ):
-                effort = persisted.config.reasoning_effort
-            seed = CallConfig(
-                provider=options.provider or "",
-                model=options.model or "",
-                reasoning_effort=effort,
-                max_tokens=options.max_tokens,
-            )
-        else:
-            seed = persisted.config
-            defaults = persisted.adapter_defaults
-            if defaults is not None and (
-                defaults.reasoning_effort or defaults.max_tokens
-            ):
-                seed = attrs.evolve(
-                    seed,
-                    reasoning_effort=None
-                    if defaults.reasoning_effort
-                    else seed.reasoning_effort,
-                    max_tokens=None if defaults.max_tokens else seed.max_tokens,
-                )
+        seed = request_seed(
+            agent.options, self._session.request_header(), self._header_logged
+        )
         bus = self._services.bus
         if bus.has_listeners("agent/request"):
             config = await bus.waterfall(
