@@ -62,17 +62,12 @@ class Attempts:
         failure the model reported. Whatever ends the attempt otherwise, its event is
         written first (on cancellation the interrupted prefix, if any).
         """
-        self._count += 1
-        attempt_id = f"{self._agent.id}:{self._count}"
+        attempt_id, frames = self._open(turn, step)
         bus = self._bus
-        frames = bus.has_listeners("agent/assistant-stream")
         adapter = self._models.get(request.provider)
         records = StreamAccumulator()
         assembler = BlockAssembler()
         index = 0
-        if frames:
-            self._revision += 1
-            self._frame(StreamStartFrame(attempt_id, self._revision, turn, step))
         settled: SessionEvent | None = None
         # Hot path: everything below runs once per streamed chunk.
         record, assemble, agent, emit = (
@@ -114,6 +109,33 @@ class Attempts:
                 if frames:
                     self._end_frame(attempt_id, index, settled)
             raise
+        return self._conclude(
+            turn, step, request, records, assembler, (attempt_id, index, frames)
+        )
+
+    def _open(self, turn: int, step: int) -> tuple[str, bool]:
+        """Number a new attempt and emit its start frame if anyone listens."""
+        self._count += 1
+        attempt_id = f"{self._agent.id}:{self._count}"
+        frames = self._bus.has_listeners("agent/assistant-stream")
+        if frames:
+            self._revision += 1
+            self._frame(StreamStartFrame(attempt_id, self._revision, turn, step))
+        return attempt_id, frames
+
+    def _conclude(
+        self,
+        turn: int,
+        step: int,
+        request: ModelRequest,
+        records: StreamAccumulator,
+        assembler: BlockAssembler,
+        stream: tuple[str, int, bool],
+    ) -> tuple[AssistantMessage, FinishReason] | LlmFailure:
+        """Settle an attempt that streamed to its end: the failure it reported, or its
+        reply; then its end frame (``stream`` is attempt id, frame count, frames on)."""
+        attempt_id, index, frames = stream
+        settled: SessionEvent | None = None
         finish = assembler.finish
         try:
             if finish.kind in ("error", "aborted"):

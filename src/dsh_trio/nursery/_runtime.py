@@ -83,6 +83,27 @@ class Runtime:
         await self.agents._dispose_all()
 
 
+async def _close_after(runtime: Runtime, exc: BaseException) -> None:
+    """Dispose every agent after the runtime block raised ``exc``; never mask ``exc``.
+
+    Runs inside the caller's shielded scope. If disposal fails too, the block's own
+    exception and the disposal failures are raised together in one group, so
+    ``except*`` on either matches.
+    """
+    try:
+        await runtime._aclose()
+    except Exception as failed:
+        if isinstance(exc, GeneratorExit):
+            raise
+        failures = (
+            list(failed.exceptions) if isinstance(failed, ExceptionGroup) else [failed]
+        )
+        raise BaseExceptionGroup(  # noqa: ASYNC104  # exc (Cancelled too) is re-raised inside the group
+            "the runtime block raised, and disposing its agents failed",
+            [exc, *failures],
+        ) from None
+
+
 @asynccontextmanager
 async def open_runtime(
     *,
@@ -135,22 +156,7 @@ async def open_runtime(
             yield runtime
         except BaseException as exc:
             with trio.CancelScope(shield=True):
-                try:
-                    await runtime._aclose()
-                except Exception as failed:
-                    if isinstance(exc, GeneratorExit):
-                        raise
-                    # Never mask the block's own exception: raise both, so
-                    # ``except*`` on either matches.
-                    failures = (
-                        list(failed.exceptions)
-                        if isinstance(failed, ExceptionGroup)
-                        else [failed]
-                    )
-                    raise BaseExceptionGroup(  # noqa: ASYNC104  # exc (Cancelled too) is re-raised inside the group
-                        "the runtime block raised, and disposing its agents failed",
-                        [exc, *failures],
-                    ) from None
+                await _close_after(runtime, exc)
             raise
         with trio.CancelScope(shield=True):
             await runtime._aclose()
