@@ -19,7 +19,29 @@ if TYPE_CHECKING:
     from ._prompt import SystemPrompt
     from ._signal import CancelSignal
 
-__all__ = ["AgentServices", "ToolExecutor"]
+__all__ = ["AgentServices", "CompositionView", "ToolExecutor"]
+
+
+class CompositionView(Protocol):
+    """What an agent's composition (its preset generation) adds to the runtime's own.
+
+    The loop asks it per agent, at the point of use: sections when the system prompt is
+    rendered, contexts when the runtime-context snapshot is rendered (first pre-step
+    proposal of a turn). Entries come in registration order; the runtime's own sections
+    and contexts come first.
+    """
+
+    def sections_for(
+        self, agent: Agent
+    ) -> Sequence[tuple[str, str | Callable[[Agent], str]]]:
+        """The (name, text-or-render) system-prompt sections ``agent``'s composition adds."""
+        ...
+
+    def contexts_for(
+        self, agent: Agent
+    ) -> Sequence[tuple[str, Callable[[Agent], str | None]]]:
+        """The (name, render) runtime contexts ``agent``'s composition adds."""
+        ...
 
 
 class ToolExecutor(Protocol):
@@ -54,3 +76,4 @@ class AgentServices:
     prompt: SystemPrompt
     spawn: Callable[..., None]
     tools: ToolExecutor
+    composition: CompositionView | None = None
