@@ -31,7 +31,12 @@ WORKLOADS: tuple[tuple[str, str, str], ...] = (
     ("W4", "w4_memory", "bytes and tasks per idle agent, 1,000 idle agents"),
     ("W5", "w5_cancel", "cancel -> when_idle() latency, stream hung after 5 chunks"),
     ("P1", "p1_jsonl", "JSONL appends per durability; load+resume of 100,000 events"),
-    ("P2", "p2_resume", "resume of a 500,000-event log; list 1,000 logs of 1 MB"),
+    ("P1-pg", "pg_store", "the same on PostgreSQL (durability turn/always/none)"),
+    (
+        "P2",
+        "p2_resume",
+        "resume of a 500,000-event log; list 1,000 logs of 1 MB; 100k load+resume per JSON parser",
+    ),
     ("S1", "s1_derive", "Session.append / derive_messages() as the log grows"),
     ("Peers", "peers", "W1 and W4 on pydantic-ai and openai-agents, when installed"),
 )

@@ -9,6 +9,7 @@ from contextlib import aclosing, asynccontextmanager
 import trio
 
 import dsh_trio as dsh
+from dsh_trio.events import AssistantStream, StreamChunkFrame
 from dsh_trio.testing import Script, ScriptedModel, reply
 
 __all__ = [
@@ -16,8 +17,12 @@ __all__ = [
     "PROVIDER",
     "REPLY_CHUNKS",
     "REPLY_TEXT",
+    "LiveCounter",
+    "bare_text_turn",
+    "bare_tool_turn",
     "bench_runtime",
     "count_tasks",
+    "reply_texts",
     "reply_chunks",
     "rss_bytes",
     "scripted_reply",
@@ -93,3 +98,53 @@ async def floor_stream(
         await checkpoint()
         yield chunk
     await checkpoint()
+
+
+class LiveCounter:
+    """The caller's live consumer, as a UI has one: an ``agent/assistant-stream``
+    listener counting the text chunks of the stream."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, payload: AssistantStream) -> None:
+        frame = payload.frame
+        if type(frame) is StreamChunkFrame and type(frame.chunk) is dsh.TextDelta:
+            self.n += 1
+
+
+def reply_texts() -> tuple[str, ...]:
+    """The text of each of the W1 reply's 20 deltas."""
+    return tuple(c.text for c in reply_chunks() if isinstance(c, dsh.TextDelta))
+
+
+async def bare_text_turn(
+    log: list[dict[str, str]], prompt: str, texts: tuple[str, ...]
+) -> None:
+    """The plain bare-trio floor of one text turn: per chunk one checkpoint and a list
+    append; the prompt and the reply appended around them."""
+    checkpoint = trio.lowlevel.checkpoint
+    log.append({"type": "user", "text": prompt})
+    for text in texts:
+        await checkpoint()
+        log.append({"type": "delta", "text": text})
+    log.append({"type": "assistant", "text": "".join(texts)})
+
+
+async def bare_tool_turn(
+    log: list[dict[str, str]], prompt: str, texts: tuple[str, ...]
+) -> None:
+    """The floor of one tool turn: one checkpoint for the call, the call and its
+    result appended, then a text turn's stream."""
+    checkpoint = trio.lowlevel.checkpoint
+    log.append({"type": "user", "text": prompt})
+    await checkpoint()
+    log.append({"type": "tool_call", "name": "lookup", "id": "c1"})
+    await checkpoint()  # the tool body's own checkpoint
+    log.append({"type": "tool_result", "id": "c1", "value": "value of k"})
+    for text in texts:
+        await checkpoint()
+        log.append({"type": "delta", "text": text})
+    log.append({"type": "assistant", "text": "".join(texts)})

@@ -3,8 +3,11 @@
 * **resume**: ``load_session`` of a 500,000-event log (20,000 with ``--quick``) whose
   last turn a crash left open, in a fresh process per repetition: wall time, CPU time
   and the process's peak resident set (targets: 10 s and 200 MB). The log is streamed
-  (read in blocks, only the decoded events kept); the crash closers are written, and
+  (read in blocks; each event decoded, checked and admitted as it is read, and kept as
+  its compressed line, not as a value); the crash closers are written, and
   the file is cut back to its original size before the next repetition.
+* **load+resume of 100,000 events** with and without the ``msgspec`` accelerator,
+  and what reading a restored log back costs (:mod:`benchmarks.p2_accelerator`).
 * **listing**: what ``dsh-trio sessions`` does over 1,000 logs of 1 MB each (50 of
   100 KB with ``--quick``): every header, and a small window at the end of each log
   for the last turn and prompt (target: 1 s, wall, warm page cache).
@@ -256,6 +259,8 @@ def run(ctx: Context) -> list[Row]:
     )
     resumes = m["resumes"]
     described = f"{m['events']:,} events, {m['log_mb']:.0f} MB log, fresh process"
+    from .p2_accelerator import rows as accelerator_rows
+
     return [
         Row(
             workload=NAME,
@@ -287,6 +292,7 @@ def run(ctx: Context) -> list[Row]:
             target=Target(bar=1) if not ctx.quick else None,
             note=f"{logs:,} logs of {m['listed_log_mb']:.1f} MB; header + end window",
         ),
+        *accelerator_rows(ctx),
     ]
 
 

@@ -4,6 +4,11 @@ Like W1, but each turn has two steps: the scripted model first calls the tool
 ``lookup`` (one ``ToolCallDelta``); the runtime validates the arguments, runs the
 tool and commits its result; the second step streams the W1 20-delta text reply.
 Runs only where :mod:`dsh_trio.tools` is available.
+
+The "live" rows consume the reply through an agent-scoped ``agent/assistant-stream``
+listener (what ``bench-peers/bench_ratio.py`` measures), next to a bare-trio floor
+of the same turn (a checkpoint for the call, the call and its result appended, then
+per chunk one checkpoint and a list append), alternating in one ``trio.run``.
 """
 
 from __future__ import annotations
@@ -16,7 +21,14 @@ import dsh_trio as dsh
 from dsh_trio.testing import ScriptedModel, tool_calls
 
 from ._harness import Context, Row, Target, clean_heap, skipped, timed
-from ._scenario import OPTIONS, PROVIDER, scripted_reply
+from ._scenario import (
+    OPTIONS,
+    PROVIDER,
+    LiveCounter,
+    bare_tool_turn,
+    reply_texts,
+    scripted_reply,
+)
 
 __all__ = ["run"]
 
@@ -84,6 +96,93 @@ def _measure(turns: int) -> tuple[int, int]:
     return out[0], out[1]
 
 
+def _measure_live(turns: int, reps: int) -> list[tuple[float, float]]:
+    """(floor, runtime) CPU µs/turn per repetition, alternating in one ``trio.run``;
+    the caller consumes the reply live through an agent-scoped listener."""
+    out: list[tuple[float, float]] = []
+    lookup_tool = _lookup_tool()
+    texts = reply_texts()
+
+    async def floor(n: int) -> None:
+        log: list[dict[str, str]] = []
+        for i in range(n):
+            await bare_tool_turn(log, f"q{i}", texts)
+        assert len(log) == n * (len(texts) + 4)
+
+    async def main() -> None:
+        model = ScriptedModel()
+        async with dsh.open_runtime(
+            models={PROVIDER: model}, tools=[lookup_tool]
+        ) as runtime:
+            handle = await runtime.agents.create(options=OPTIONS)
+            agent = handle.agent
+            counter = LiveCounter()
+            agent.scope.on("agent/assistant-stream", counter)
+
+            def script(n: int) -> None:
+                for i in range(n):
+                    model.push(
+                        tool_calls((f"call-{i}", "lookup", '{"key": "k"}')),
+                        scripted_reply(),
+                    )
+
+            async def turns_of(n: int) -> None:
+                followup, when_idle, message = (
+                    agent.followup,
+                    agent.when_idle,
+                    dsh.user_message,
+                )
+                for i in range(n):
+                    followup(message(f"q{i}"))
+                    await when_idle()
+
+            await floor(turns // 5)  # warm-up
+            script(turns // 5)
+            await turns_of(turns // 5)
+            for _ in range(reps):
+                clean_heap()
+                with timed() as f:
+                    await floor(turns)
+                counter.n = 0
+                script(turns)
+                clean_heap()
+                with timed() as r:
+                    await turns_of(turns)
+                assert counter.n == turns * len(texts), counter.n
+                out.append((f.cpu_ns / turns / 1000, r.cpu_ns / turns / 1000))
+            await handle.dispose()
+
+    trio.run(main)
+    return out
+
+
+def _live_rows(live: list[tuple[float, float]]) -> list[Row]:
+    return [
+        Row(
+            workload=NAME,
+            metric="live: dsh_trio CPU µs/turn",
+            unit="µs",
+            samples=tuple(r for _, r in live),
+            note="agent-scoped agent/assistant-stream listener counts the chunks",
+        ),
+        Row(
+            workload=NAME,
+            metric="live: bare-trio floor CPU µs/turn",
+            unit="µs",
+            samples=tuple(f for f, _ in live),
+            note="tool call + result appended, then per chunk one checkpoint + append",
+        ),
+        Row(
+            workload=NAME,
+            metric="live: ratio dsh_trio / floor (CPU)",
+            unit="x",
+            samples=tuple(r / f for f, r in live),
+            target=Target(bar=3),
+            note="the figure bench-peers/bench_ratio.py reports",
+        ),
+    ]
+
+
 def run(ctx: Context) -> list[Row]:
     """Run W2 when tools exist; CPU and wall µs per turn."""
     try:
@@ -101,6 +200,10 @@ def run(ctx: Context) -> list[Row]:
         cpu.append(c / turns / 1000)
         wall.append(w / turns / 1000)
         ctx.log(f"W2 rep {k + 1}: {cpu[-1]:.1f} µs/turn CPU")
+    live = _measure_live(ctx.size(200, 50), ctx.repetitions)
+    ctx.log(
+        "W2 live: " + ", ".join(f"{r:.1f} µs/turn (floor {f:.1f})" for f, r in live)
+    )
     return [
         Row(
             workload=NAME,
@@ -118,4 +221,5 @@ def run(ctx: Context) -> list[Row]:
             samples=tuple(1e6 / w for w in wall),
             note=f"{turns:,} turns, 2 steps each (tool call, 20-delta reply)",
         ),
+        *_live_rows(live),
     ]

@@ -73,6 +73,13 @@ API: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "8 tools": ("dsh_trio.tools", ("tool", "ToolContext", "ToolResult")),
     "9 testing": ("dsh_trio.testing", ("ScriptedModel", "AgentStateMachine")),
+    "11 composition": (
+        "dsh_trio.composition",
+        (
+            "PresetScope", "PresetDefinition", "PluginRow", "load_preset",
+            "ModelSelection", "install_model_selection",
+        ),
+    ),
     "12 errors": (
         "dsh_trio.errors",
         (
@@ -81,25 +88,15 @@ API: dict[str, tuple[str, tuple[str, ...]]] = {
             "SessionNotFoundError", "SessionCorruptError", "SessionFormatError",
             "InvalidSessionIdError", "PersistenceNotConfiguredError", "LlmError",
             "ToolArgumentsError", "PersistenceError", "TurnFailedError",
+            "PresetError", "PresetNotFoundError", "PresetLockedError", "AgentStartError",
+            "SessionLeaseError",
         ),
     ),
+    "6 shared store": ("dsh_trio.persistence.postgres", ("PostgresPersistence",)),
 }  # fmt: skip
 
 #: Names of API.md not shipped yet: (module, name).
-PENDING: tuple[tuple[str, str], ...] = (
-    ("dsh_trio", "PresetScope"),
-    ("dsh_trio", "PresetDefinition"),
-    ("dsh_trio", "PluginRow"),
-    ("dsh_trio", "load_preset"),
-    ("dsh_trio", "ModelSelection"),
-    ("dsh_trio", "install_model_selection"),
-    ("dsh_trio.errors", "PresetError"),
-    ("dsh_trio.errors", "PresetNotFoundError"),
-    ("dsh_trio.errors", "PresetLockedError"),
-    ("dsh_trio.errors", "AgentStartError"),
-    ("dsh_trio.errors", "SessionLeaseError"),
-    ("dsh_trio.persistence.postgres", "PostgresPersistence"),
-)
+PENDING: tuple[tuple[str, str], ...] = ()
 
 #: The public modules whose ``__all__`` may list an API name.
 PUBLIC_MODULES = sorted({module for module, _ in API.values()} - {"dsh_trio"})

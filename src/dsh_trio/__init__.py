@@ -21,10 +21,22 @@ Example::
 """
 
 from ._metadata import fixup_module_metadata as _fixup_module_metadata
+from .composition import (
+    DefaultModel as DefaultModel,
+    ModelSelection as ModelSelection,
+    PluginRow as PluginRow,
+    PresetDefinition as PresetDefinition,
+    PresetInfo as PresetInfo,
+    PresetRegistry as PresetRegistry,
+    PresetScope as PresetScope,
+    install_model_selection as install_model_selection,
+    load_preset as load_preset,
+)
 from .errors import (
     AgentBusyError as AgentBusyError,
     AgentCancelled as AgentCancelled,
     AgentDisposedError as AgentDisposedError,
+    AgentStartError as AgentStartError,
     DshError as DshError,
     DuplicateMessageError as DuplicateMessageError,
     InvalidEventError as InvalidEventError,
@@ -35,9 +47,14 @@ from .errors import (
     PersistenceError as PersistenceError,
     PersistenceNotConfiguredError as PersistenceNotConfiguredError,
     PersistenceSeqError as PersistenceSeqError,
+    PresetError as PresetError,
+    PresetLockedError as PresetLockedError,
+    PresetNotFoundError as PresetNotFoundError,
+    ProfileError as ProfileError,
     SessionCorruptError as SessionCorruptError,
     SessionExistsError as SessionExistsError,
     SessionFormatError as SessionFormatError,
+    SessionLeaseError as SessionLeaseError,
     SessionLockedError as SessionLockedError,
     SessionNotFoundError as SessionNotFoundError,
     SessionReentrancyError as SessionReentrancyError,
@@ -53,10 +70,12 @@ from .events import (
     AgentStatusChanged as AgentStatusChanged,
     AssistantStream as AssistantStream,
     Committed as Committed,
+    ConfigStartFailed as ConfigStartFailed,
     EventBus as EventBus,
     InboxClaimed as InboxClaimed,
     InboxDiscarded as InboxDiscarded,
     InboxInserted as InboxInserted,
+    PresetSelected as PresetSelected,
     PreStep as PreStep,
     RequestFailed as RequestFailed,
     RequestProposal as RequestProposal,
@@ -110,6 +129,7 @@ from .persistence import (
     JsonlPersistence as JsonlPersistence,
     SessionPersistence as SessionPersistence,
 )
+from .persistence.postgres import PostgresPersistence as PostgresPersistence
 from .session import (
     Session as Session,
     SessionEvent as SessionEvent,
@@ -177,9 +197,11 @@ _PUBLIC_MODULES = (
     "dsh_trio.events",
     "dsh_trio.session",
     "dsh_trio.persistence",
+    "dsh_trio.persistence.postgres",
     "dsh_trio.llm",
     "dsh_trio.tools",
     "dsh_trio.loop",
+    "dsh_trio.composition",
     "dsh_trio.nursery",
 )
 

@@ -26,6 +26,7 @@ __all__ = [
     "SessionReentrancyError",
     "SessionFormatError",
     "SessionLockedError",
+    "SessionLeaseError",
     "InvalidSessionIdError",
     "PersistenceNotConfiguredError",
     "PersistenceError",
@@ -38,6 +39,11 @@ __all__ = [
     "SessionExistsError",
     "ToolDefinitionError",
     "TurnFailedError",
+    "PresetError",
+    "PresetNotFoundError",
+    "PresetLockedError",
+    "AgentStartError",
+    "ProfileError",
 ]
 
 
@@ -138,6 +144,23 @@ class SessionFormatError(DshError, ValueError):
 
 class SessionLockedError(DshError, RuntimeError):
     """Another owner holds the session file open for writing."""
+
+
+class SessionLeaseError(SessionLockedError):
+    """Another owner holds the session's write lease, or this writer lost it.
+
+    Raised by a shared store (:class:`~dsh_trio.persistence.postgres.PostgresPersistence`)
+    when opening a session another live process writes, and by a writer whose
+    lease was taken over or expired: its fencing token no longer matches, so
+    nothing of its batch was written.
+
+    Attributes:
+        session_id: the session whose lease was refused or lost.
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
 
 
 class InvalidSessionIdError(DshError, ValueError):
@@ -296,3 +319,58 @@ class TurnFailedError(DshError):
         super().__init__(f"{where} {what}")
         self.result = result
         self.agent_id = agent_id
+
+
+# --------------------------------------------------------------------------- composition
+
+
+class PresetError(DshError, ValueError):
+    """A preset cannot be registered, mounted or selected as asked.
+
+    The message names the preset and, for a broken one, the plugin row that failed.
+    """
+
+
+class PresetNotFoundError(PresetError, LookupError):
+    """No preset is registered under the id; the message lists the available ids.
+
+    Attributes:
+        preset_id: the id that was asked for.
+        available: the registered ids, sorted.
+    """
+
+    def __init__(self, preset_id: str, available: tuple[str, ...]) -> None:
+        listed = ", ".join(f'"{a}"' for a in available) or "none"
+        super().__init__(f'no preset "{preset_id}" is registered (available: {listed})')
+        self.preset_id = preset_id
+        self.available = available
+
+
+class PresetLockedError(PresetError):
+    """An agent's preset can no longer change: it has an open or a finished turn."""
+
+
+class AgentStartError(DshError, RuntimeError):
+    """A declared agent (``open_runtime(config=...)``) failed to start.
+
+    Attributes:
+        session_id: the declared agent's id.
+        error: the exception its start raised.
+    """
+
+    def __init__(self, session_id: str, error: BaseException) -> None:
+        super().__init__(f'declared agent "{session_id}" failed to start: {error!r}')
+        self.session_id = session_id
+        self.error = error
+
+
+class ProfileError(DshError, ValueError):
+    """The default-model profile (a TOML file) cannot be read or holds a bad selection.
+
+    Attributes:
+        path: the profile file.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"profile {path}: {problem}")
+        self.path = path

@@ -1,8 +1,7 @@
 """One test per known pitfall of the agent core's semantics (numbered 1-36).
 
 Each test is named after its pitfall number and the rule it pins down, so a failure
-reads as the rule that broke. Pitfall 23 (runtime-context snapshots) needs the
-composition services and is not here yet.
+reads as the rule that broke.
 """
 
 from __future__ import annotations
@@ -492,6 +491,62 @@ async def test_pitfall_22_a_changed_route_logs_a_change_header(
         e.data.reason for e in agent.session.events if e.type == "request/header"
     ] == ["initial", "change"]
     assert model.requests[1].temperature == 0.5
+
+
+async def test_pitfall_23_runtime_context_snapshots_come_last_and_only_when_changed(
+    runtime: dsh.Runtime, model: ScriptedModel, agent: dsh.Agent
+) -> None:
+    mode = {"text": "Approval policy: ask."}
+    runtime.prompt.context("approval", lambda a: mode["text"])
+    bypass = {"on": False}
+
+    async def pre_step(e: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+        if bypass["on"]:  # replaces the batch without calling next()
+            return dsh.Enter(e.messages)
+        return await next()
+
+    agent.scope.on("agent/pre-step", pre_step)
+
+    def snapshots() -> list[str]:
+        return [
+            text_of(e.data)
+            for e in agent.session.events
+            if e.type == "user/message"
+            and isinstance(e.data.source, dsh.PluginSource)
+            and e.data.source.form == "snapshot"
+        ]
+
+    async def turn(text: str) -> list[str]:
+        model.push(reply("ok"))
+        agent.followup(m(text))
+        await agent.when_idle()
+        batch = [x for x in agent.session.events if x.type == "user/message"]
+        return [text_of(x.data) for x in batch[-2:]]
+
+    last = await turn("A")
+    assert last[0] == "A" and last[1].endswith(
+        "Approval policy: ask."
+    )  # last of the batch
+    await turn("B")  # unchanged: none
+    assert len(snapshots()) == 1
+    mode["text"] = "Approval policy: never."
+    bypass["on"] = True
+    await turn("C")  # changed, but the listener did not call next(): dropped
+    assert len(snapshots()) == 1
+    bypass["on"] = False
+    last = await turn("D")  # still changed: proposed again, last of the batch
+    assert last[0] == "D" and last[1].endswith("Approval policy: never.")
+    assert len(snapshots()) == 2
+    # the retained snapshot compacted away: published again though unchanged
+    seq = [e.seq for e in agent.session.events if e.type == "user/message"][-1]
+    agent.session.append(
+        "user/message",
+        m("summary"),
+        surface_op=dsh.SurfaceReplace(seq, seq),
+        source_event_seqs=(seq,),
+    )
+    await turn("E")
+    assert len(snapshots()) == 3
 
 
 async def test_pitfall_24_one_cancellation_signal_per_turn(

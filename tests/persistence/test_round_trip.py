@@ -24,6 +24,7 @@ from dsh_trio.values import (
     BlockStart,
     CallConfig,
     Completed,
+    ContextSection,
     DisposedCancel,
     EndSeed,
     EpochHeader,
@@ -114,7 +115,8 @@ sources = st.one_of(
         PluginSource,
         short,
         st.none() | short,
-        st.none() | st.lists(short, max_size=2).map(tuple),
+        st.none()
+        | st.lists(st.builds(ContextSection, short, short), max_size=2).map(tuple),
         st.none() | short,
     ),
     st.builds(ModelSource, short, short, json_values),

@@ -267,7 +267,7 @@ class Life:
     """One ``open_runtime`` block and its agent."""
 
     host: RuntimeHost
-    persistence: TrackingPersistence
+    persistence: Any  # a TrackingPersistence, or a PgTrackingPersistence
     handle: dsh.AgentHandle
     checker: LogChecker
 
@@ -312,8 +312,12 @@ class PersistenceMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ lives
 
+    def _new_persistence(self) -> Any:
+        """The persistence of a new life (the backend under test)."""
+        return TrackingPersistence(self.root, self.durability, self.fsyncs)
+
     def _open_life(self, *, resume: bool) -> None:
-        persistence = TrackingPersistence(self.root, self.durability, self.fsyncs)
+        persistence = self._new_persistence()
         host = RuntimeHost(
             self.loop, models={"scripted": self.desk.model}, persistence=persistence
         )
@@ -335,7 +339,7 @@ class PersistenceMachine(RuleBasedStateMachine):
         self.life = Life(host, persistence, handle, LogChecker(allow_interrupted=True))
 
     def _log_path(self, life: Life) -> str:
-        return life.persistence.path_for(life.agent.session.header)
+        return str(life.persistence.path_for(life.agent.session.header))
 
     # ------------------------------------------------------------------ rules
 
@@ -676,3 +680,248 @@ def _read(path: str) -> bytes:
 def _write(path: str, data: bytes) -> None:
     with open(path, "wb") as f:
         f.write(data)
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+@attrs.define(eq=False)
+class CommitLog(FsyncLog):
+    """Every durable commit of the PostgreSQL writer, and an armed crash at one of them."""
+
+    def passed(self, n: int, path: str, size: int, seq: int) -> None:
+        if self.crash_in is None or n <= 0:
+            return
+        if self.crash_in >= n:
+            self.crash_in -= n
+            return
+        self.crash_in = None
+        self.snapshot = (b"", size, seq)
+
+
+class PgTrackingWriter:
+    """A recording :class:`SessionWriter` over a PostgreSQL writer.
+
+    As :class:`TrackingWriter`: each batch's transaction runs inline on a
+    connection of the machine (not in a worker thread), so the batches depend only
+    on trio's schedule; a synchronous commit counts as an fsync. Sizes are counted
+    in events.
+    """
+
+    def __init__(self, inner: Any, durable: Durable, conn: Any) -> None:
+        self._inner = inner
+        self._durable = durable
+        self._conn = conn
+
+    @property
+    def header(self) -> dsh.SessionHeader:
+        return self._inner.header  # type: ignore[no-any-return]
+
+    @property
+    def durable_seq(self) -> int:
+        return self._inner.durable_seq  # type: ignore[no-any-return]
+
+    async def append(self, events: Sequence[dsh.SessionEvent], *, sync: bool) -> None:
+        from dsh_trio.persistence._pg_writer import event_lines
+
+        inner = self._inner
+        durable = self._durable
+        if any(e.seq != inner.durable_seq + i for i, e in enumerate(events)):
+            await inner.append(events, sync=sync)  # raises PersistenceSeqError
+        if not events and not (sync and inner._unsynced):
+            await trio.lowlevel.checkpoint()
+            return
+        batch = Batch(events[0].seq, tuple(e.type for e in events)) if events else None
+        if batch is not None:
+            durable.before_write(batch)
+        inner.write_sync(self._conn, event_lines(events), sync)
+        await trio.lowlevel.checkpoint()
+        durable.written_seq = durable.written_size = inner.durable_seq
+        if batch is not None:
+            durable.writes += 1
+            durable.unsynced.append(batch)
+        if sync:
+            durable.fsyncs.count += 1
+            durable.synced()
+            durable.fsyncs.passed(1, "", inner.durable_seq, inner.durable_seq)
+
+    async def close(self) -> None:
+        unsynced = self._inner._unsynced and self._inner._materialised
+        await self._inner.close()
+        if unsynced and self._inner._owner.durability != "none":
+            self._durable.fsyncs.count += 1
+            self._durable.synced()
+
+
+class PgTrackingPersistence:
+    """A :class:`PostgresPersistence` whose writers track durability (one session)."""
+
+    def __init__(self, dsn: str, durability: Any, fsyncs: FsyncLog, conn: Any) -> None:
+        from dsh_trio.persistence.postgres import PostgresPersistence
+
+        self.inner = PostgresPersistence(dsn, durability=durability, pool_size=2)
+        self.durability = durability
+        self.durable = Durable(durability, fsyncs)
+        self._conn = conn
+
+    async def create(self, header: dsh.SessionHeader) -> PgTrackingWriter:
+        writer = await self.inner.create(header)
+        return PgTrackingWriter(writer, self.durable, self._conn)
+
+    async def open(
+        self, session_id: str
+    ) -> tuple[PgTrackingWriter, Sequence[dsh.SessionEvent]]:
+        writer, events = await self.inner.open(session_id)
+        self.durable.loaded(len(events), len(events))
+        return PgTrackingWriter(writer, self.durable, self._conn), events
+
+    async def exists(self, session_id: str) -> bool:
+        return await self.inner.exists(session_id)
+
+    async def list(self) -> builtins.list[dsh.SessionHeader]:
+        return await self.inner.list()
+
+
+class PostgresPersistenceMachine(PersistenceMachine):
+    """The persistence machine on the PostgreSQL store; a crash kills the writer process.
+
+    Everything a killed writer committed survives it, and nothing else: after the
+    life is shut down, the rows it wrote after the crash point are taken back and
+    its lease is left behind as a dead process leaves it (held by an owner whose
+    heartbeat expired), so the next life takes the session over with a new token.
+    A crash at an fsync is a crash right after a chosen synchronous commit.
+    """
+
+    #: The database the machine runs on (set by the test).
+    dsn: str | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        import psycopg
+
+        from dsh_trio.persistence._pg_schema import migrate
+
+        assert self.dsn is not None, "set PostgresPersistenceMachine.dsn first"
+        self.fsyncs = CommitLog()
+        self.made: list[PgTrackingPersistence] = []
+        self.conn = psycopg.connect(self.dsn, autocommit=True)
+        migrate(self.conn)
+        self.conn.execute("DELETE FROM dsh_trio.sessions WHERE id = %s", (SESSION_ID,))
+        self.conn.execute(
+            "DELETE FROM dsh_trio.leases WHERE session_id = %s", (SESSION_ID,)
+        )
+
+    def _new_persistence(self) -> Any:
+        assert self.dsn is not None
+        made = PgTrackingPersistence(self.dsn, self.durability, self.fsyncs, self.conn)
+        self.made.append(made)
+        return made
+
+    def _stop(self, life: Life) -> None:
+        try:
+            super()._stop(life)
+        finally:
+            self.loop.call(life.persistence.inner.aclose)
+
+    def _rewind(self, keep: int) -> None:
+        """Take back every row after ``keep`` events; leave a dead writer's lease."""
+        conn = self.conn
+        if keep == 0:
+            conn.execute("DELETE FROM dsh_trio.sessions WHERE id = %s", (SESSION_ID,))
+        else:
+            conn.execute(
+                "DELETE FROM dsh_trio.events WHERE session_id = %s AND seq >= %s",
+                (SESSION_ID, keep),
+            )
+            conn.execute(
+                "UPDATE dsh_trio.sessions SET next_seq = %s WHERE id = %s",
+                (keep, SESSION_ID),
+            )
+        conn.execute(
+            "INSERT INTO dsh_trio.owners (owner, epoch, host, pid, expires_at)"
+            " VALUES (gen_random_uuid(), 1, 'dead', 0, now() - interval '1 s')"
+            " ON CONFLICT DO NOTHING"
+        )
+        conn.execute(
+            "INSERT INTO dsh_trio.leases (session_id, owner, epoch, token)"
+            " SELECT %s, owner, 1, nextval('dsh_trio.lease_tokens')"
+            " FROM dsh_trio.owners WHERE host = 'dead' LIMIT 1"
+            " ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner,"
+            " epoch = 1, token = EXCLUDED.token",
+            (SESSION_ID,),
+        )
+
+    def _crash(self, life: Life, cut: int) -> None:
+        written = life.persistence.durable.written_seq
+        events = list(life.agent.session.events)
+        inbox = (life.agent.inbox.next_turn, life.agent.inbox.next_step)
+        self._stop(life)
+        self._rewind(written)
+        note("crash: the writer process killed")
+        if written == 0:
+            self.expect = Expectation([], 0, None, exists=False)
+            return
+        self.expect = Expectation(
+            _as_json(events[:written]),
+            written,
+            inbox if written == len(events) else None,
+            exists=True,
+        )
+
+    @rule(skip=st.integers(min_value=0, max_value=2))
+    def crash_at_fsync(self, skip: int) -> None:
+        """Run the agent on until its ``skip+1``-th synchronous commit; the writer dies right after it."""
+        life = self.life
+        if life is None:
+            return
+        fsyncs = self.fsyncs
+        fsyncs.crash_in, fsyncs.snapshot = skip, None
+        try:
+            for _ in range(200):
+                if fsyncs.snapshot is not None:
+                    break
+                if self.loop.run_sync(self._release_one, life):
+                    continue
+                if life.agent.status is dsh.AgentStatus.IDLE:
+                    break
+                if not self.loop.call(advance_to_next_deadline, self.clock):
+                    break
+        finally:
+            fsyncs.crash_in = None
+        snapshot, fsyncs.snapshot = fsyncs.snapshot, None
+        if snapshot is None:
+            self._crash(life, 0)
+            self._resume()
+            return
+        _, _, seq = snapshot
+        events = list(life.agent.session.events)
+        self._stop(life)
+        self._rewind(seq)
+        note("crash: at a synchronous commit, the writer process killed")
+        self.fsync_crashes += 1
+        self.expect = Expectation(_as_json(events[:seq]), seq, None, exists=True)
+        self._resume()
+
+    @rule()
+    def restart(self) -> None:
+        """A clean shutdown (the agent is disposed, its lease released); a new process resumes."""
+        life = self.life
+        if life is None:
+            return
+        self._stop(life)
+        row = self.conn.execute(
+            "SELECT 1 FROM dsh_trio.sessions WHERE id = %s", (SESSION_ID,)
+        ).fetchone()
+        events = life.agent.session.events
+        self.expect = Expectation(
+            _as_json(events), len(events), ((), ()), exists=row is not None
+        )
+        self._resume()
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            for made in self.made:  # a failed example may leave a life's pool open
+                made.inner._pool.close_sync()
+            self.conn.close()

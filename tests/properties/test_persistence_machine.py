@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
 from hypothesis.strategies._internal.core import RandomSeeder
 
 import dsh_trio as dsh
 from dsh_trio.testing import machine_settings
 from dsh_trio.testing._strategies import Send
 
+from ..persistence.postgres._cluster import acquire_shared, release_shared
 from .mutation import Step, recording, replay
-from .persistence_machine import Batch, Durable, FsyncLog, PersistenceMachine
+from .persistence_machine import (
+    Batch,
+    Durable,
+    FsyncLog,
+    PersistenceMachine,
+    PostgresPersistenceMachine,
+)
 
 TestPersistenceMachine = PersistenceMachine.TestCase
 TestPersistenceMachine.settings = machine_settings()
@@ -93,3 +103,61 @@ def test_a_crash_at_an_fsync_loses_only_the_unsynced_tail() -> None:
     state: Any = getattr(machine, "last")  # noqa: B009
     assert state.fsync_crashes == 1
     assert state.fsyncs.count >= 1
+
+
+# ------------------------------------------------------------------ on PostgreSQL
+
+
+@pytest.fixture(scope="module")
+def machine_dsn() -> Iterator[str]:
+    cluster = acquire_shared()
+    try:
+        yield cluster.new_database()
+    finally:
+        release_shared()
+
+
+#: Examples of the PostgreSQL machine: a bounded share of the profile's, since each
+#: step waits on a real server.
+PG_EXAMPLES = 30
+
+
+def test_persistence_machine_on_postgres(machine_dsn: str) -> None:
+    """Every invariant of the JSONL machine, with the writer process killed as the crash."""
+    PostgresPersistenceMachine.dsn = machine_dsn
+    profile = machine_settings()
+    run_state_machine_as_test(
+        PostgresPersistenceMachine,
+        settings=machine_settings(
+            max_examples=min(PG_EXAMPLES, profile.max_examples),
+            stateful_step_count=min(20, profile.stateful_step_count),
+        ),
+    )
+
+
+def test_a_killed_writer_loses_nothing_it_committed_on_postgres(
+    machine_dsn: str,
+) -> None:
+    """A turn runs, the writer dies right after its synchronous commit; the log is checked."""
+    PostgresPersistenceMachine.dsn = machine_dsn
+    machine = recording(PostgresPersistenceMachine)
+    seed = RandomSeeder(0)  # type: ignore[no-untyped-call]
+    program = [
+        Step("start", True, {"durability": "turn", "seed": seed}),
+        Step(
+            "send",
+            False,
+            {
+                "op": Send(
+                    dsh.user_message("hi", id="m0"), dsh.InboxTarget.NEXT_TURN, True
+                )
+            },
+        ),
+        Step("crash_at_fsync", False, {"skip": 0}),
+        Step("crash", False, {"cut": 0}),
+        Step("wait_idle", False, {}),
+    ]
+    result = replay(machine, program)
+    assert result.error is None, result.error
+    state: Any = getattr(machine, "last")  # noqa: B009
+    assert state.fsync_crashes == 1

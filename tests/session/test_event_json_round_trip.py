@@ -22,6 +22,7 @@ from dsh_trio.values import (
     BlockStart,
     CallConfig,
     Completed,
+    ContextSection,
     DataShapeError,
     DisposedCancel,
     EndSeed,
@@ -126,7 +127,7 @@ sources = (
         PluginSource,
         text,
         opt(text),
-        opt(st.lists(text, max_size=3).map(tuple)),
+        opt(st.lists(st.builds(ContextSection, text, text), max_size=3).map(tuple)),
         opt(text),
     )
     | model_source

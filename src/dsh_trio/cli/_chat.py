@@ -42,6 +42,7 @@ from ..values import (
 )
 from ._chat_view import _ChatView, _farewell, _greet, _snippet
 from ._config import ModelChoice
+from ._presets import RuntimeOpener
 from ._terminal import CTRL_C_MARK, Console, LineReader, LineSource, ReadlineReader
 
 __all__ = [
@@ -159,7 +160,7 @@ class ChatApp(_ChatView):
 
     def install(self) -> None:
         """Register the chat's listeners on the agent's scope (removed when it is disposed)."""
-        for event in self._agent.session.events:
+        for event in self._agent.session.events.of_types("assistant/message"):
             if isinstance(event.data, AssistantMessageData) and event.data.usage:
                 self._total_usage[0] += event.data.usage.input_tokens
                 self._total_usage[1] += event.data.usage.output_tokens
@@ -376,10 +377,11 @@ async def run_chat(
     resume_hint: str = "",
     show_usage: bool = False,
     line_editing: bool = False,
+    opener: RuntimeOpener = open_runtime,
 ) -> int:
     """Run one chat session to its end; returns the process exit status.
 
-    Opens a runtime with ``choice`` and a :class:`JsonlPersistence` under
+    Opens a runtime (``opener``) with ``choice`` and a :class:`JsonlPersistence` under
     ``session_dir``, creates (or resumes) the agent, and runs a :class:`ChatApp` on
     it. The session id is printed to ``stderr`` at the start and at the end (with the
     command that resumes it). Blocks until the chat ends; the session is flushed
@@ -401,7 +403,7 @@ async def run_chat(
         if aclose is not None:
             stack.push_async_callback(aclose)
         runtime = await stack.enter_async_context(
-            open_runtime(
+            opener(
                 models={choice.provider: choice.adapter},
                 persistence=persistence,
                 system_prompt=system_prompt,

@@ -17,7 +17,6 @@ import trio
 from .. import __version__
 from ..errors import DshError, SessionCorruptError, SessionNotFoundError
 from ..persistence import JsonlPersistence, restore_session, truncate_log
-from ..values import SessionHeader
 from ._chat import DEFAULT_SYSTEM_PROMPT, run_chat
 from ._config import (
     DEFAULT_API_KEY_ENV,
@@ -32,7 +31,16 @@ from ._config import (
     resolve_session_dir,
 )
 from ._listing import list_sessions, render_listing
+from ._model_cmd import default_route
 from ._offline import OFFLINE_MODEL, OFFLINE_PROVIDER
+from ._presets import add_composition, chat_opener
+from ._store import (
+    add_store_commands,
+    find_session,
+    store_commands,
+    store_of,
+    with_store,
+)
 from ._transcript import find_log, read_log, render_transcript
 
 __all__ = ["build_parser", "main"]
@@ -206,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="move event SEQ and everything after it into a side file, then load",
     )
     _add_session_dir(repair)
+    add_composition(commands, chat)
+    add_store_commands(commands, chat, sessions, show)
     return parser
 
 
@@ -252,9 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sessions": _sessions,
         "show": _show,
         "repair": _repair,
+        **store_commands(args),
     }
     try:
-        return commands[args.command](args)
+        return (commands.get(args.command) or args.run)(args)
     except UsageError as exc:
         print(f"dsh-trio {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -307,13 +318,13 @@ def _chat(args: argparse.Namespace) -> int:
     stored: Route | None = None
     if args.resume is not None or args.continue_:
         try:
-            header = trio.run(_find_session, session_dir, args.resume)
+            header = trio.run(find_session, session_dir, args.resume, store_of(args))
         except LookupError as exc:
             print(f"dsh-trio chat: {exc}", file=stderr)
             return 1
         resume = header.id
         stored = Route.from_origin(header.origin)
-    route = flags.over(stored)
+    route, effort = default_route(flags.over(stored), session_dir)
     choice = resolve_model(
         provider=route.provider,
         model=route.model,
@@ -339,37 +350,9 @@ def _chat(args: argparse.Namespace) -> int:
             resume_hint=hint,
             show_usage=not args.quiet,
             line_editing=interactive,
+            opener=with_store(args, chat_opener(args, session_dir, choice, effort)),
         )
     )
-
-
-async def _find_session(session_dir: str, wanted: str | None) -> SessionHeader:
-    """The stored header of session ``wanted`` (an id or a unique prefix of one), or
-    of the newest session when ``wanted`` is ``None``.
-
-    Raises:
-        LookupError: no session matches, or a prefix matches several (the message
-            says which).
-    """
-    headers = await JsonlPersistence(session_dir).list()
-    if wanted is None:
-        if not headers:
-            raise LookupError(f"no sessions in {session_dir} to continue")
-        return max(headers, key=lambda h: (h.created_at, h.id))
-    exact = [h for h in headers if h.id == wanted]
-    if exact:
-        return exact[0]
-    matches = [h for h in headers if wanted and h.id.startswith(wanted)]
-    if not matches:
-        raise LookupError(
-            f"cannot resume session {wanted!r}: no session {wanted!r} in {session_dir}"
-        )
-    if len(matches) > 1:
-        ids = ", ".join(sorted(h.id for h in matches)[:5])
-        raise LookupError(
-            f"cannot resume session {wanted!r}: the prefix matches {len(matches)} sessions ({ids})"
-        )
-    return matches[0]
 
 
 def _models(args: argparse.Namespace) -> int:

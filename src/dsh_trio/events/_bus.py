@@ -89,6 +89,72 @@ class _Resolved:
 _CACHE_LIMIT = 4096
 
 
+def _misfired(name: str, listener: Callable[..., Any], result: object) -> None:
+    """An emit listener returned ``result`` (not ``None``): close an awaitable and say why."""
+    if not inspect.isawaitable(result):
+        return
+    # An async callable registered for an emit event: nothing would ever await it.
+    # Close it so it does not warn later, and say why.
+    close = getattr(result, "close", None)
+    if close is not None:
+        close()
+    _logger.error(
+        'listener of emit event "%s" returned an awaitable; emit listeners '
+        "must be plain callables (%r)",
+        name,
+        listener,
+    )
+
+
+class EmitTarget:
+    """The listeners of one emit event that one scope admits, for a burst of emits.
+
+    Runtime use only (made by ``EventBus._target``; a model attempt's live frames
+    are its use). :meth:`current` re-resolves the listeners whenever the event's
+    listener set changed since the last call, so every emit still sees the listener
+    set as it was when it started; the scope's owner chain is read when the listeners
+    are resolved, not on every emit, so a target serves a span in which the scope's
+    owners do not change (an agent's owners are fixed while it runs).
+    """
+
+    __slots__ = ("_bus", "_name", "_scope", "entries", "listeners", "table")
+
+    def __init__(self, bus: EventBus, name: str, scope: object) -> None:
+        self._bus = bus
+        self._name = name
+        self._scope = scope
+        #: The bus's registrations by name, and this name's when last resolved: a
+        #: hot loop may test ``target.table.get(name) is target.entries`` itself
+        #: and call :meth:`current` only when that fails.
+        self.table: dict[str, tuple[_Entry, ...]] = bus._listeners
+        self.entries: tuple[_Entry, ...] | None = None
+        self.listeners: tuple[Callable[..., Any], ...] = ()
+        self.current()
+
+    def current(self) -> tuple[Callable[..., Any], ...]:
+        """The admitted listeners now (empty when nobody listens). Never blocks."""
+        entries = self.table.get(self._name)
+        if entries is not self.entries:
+            self.entries = entries
+            self.listeners = (
+                ()
+                if entries is None
+                else self._bus._resolve(self._name, entries, self._scope)
+            )
+        return self.listeners
+
+    def emit(self, payload: object) -> None:
+        """Call the listeners :meth:`current` returned last, as :meth:`EventBus.emit`."""
+        for listener in self.listeners:
+            try:
+                result = listener(payload)
+            except Exception:
+                _logger.exception('listener of event "%s" raised', self._name)
+                continue
+            if result is not None:
+                _misfired(self._name, listener, result)
+
+
 class EventBus:
     """Named events with three dispatch modes and scope-filtered delivery.
 
@@ -294,18 +360,12 @@ class EventBus:
             except Exception:
                 _logger.exception('listener of event "%s" raised', name)
                 continue
-            if result is not None and inspect.isawaitable(result):
-                # An async callable registered for an emit event: nothing would ever
-                # await it. Close it so it does not warn later, and say why.
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-                _logger.error(
-                    'listener of emit event "%s" returned an awaitable; emit listeners '
-                    "must be plain callables (%r)",
-                    name,
-                    listener,
-                )
+            if result is not None:
+                _misfired(name, listener, result)
+
+    def _target(self, name: str, scope: object) -> EmitTarget:
+        """An ``EmitTarget`` for emitting ``name`` about ``scope``. Runtime use only."""
+        return EmitTarget(self, name, scope)
 
     async def serial(
         self, name: str, payload: P, *, scope: object | None = _FROM_PAYLOAD

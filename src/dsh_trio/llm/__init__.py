@@ -15,7 +15,11 @@ from ..values import (
 from ._assembler import BlockAssembler as BlockAssembler
 from ._openai import OpenAICompatibleAdapter as OpenAICompatibleAdapter
 from ._registry import ModelRegistry as ModelRegistry, RetryPolicy as RetryPolicy
-from ._runtime import error_chain as error_chain, stream_model as stream_model
+from ._runtime import (
+    ModelStream as ModelStream,
+    error_chain as error_chain,
+    stream_model as stream_model,
+)
 from ._types import ModelAdapter as ModelAdapter, ModelRequest as ModelRequest
 
 __all__ = [

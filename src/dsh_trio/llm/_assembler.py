@@ -82,6 +82,20 @@ class BlockAssembler:
             ):
                 partial.parts.append(chunk.text)
                 return
+        cls = chunk.__class__
+        # The usual chunk classes by identity; subclasses by the isinstance chain.
+        if cls is BlockStart:
+            self._start(chunk)  # type: ignore[arg-type]
+            return
+        if cls is BlockEnd:
+            self._end(chunk)  # type: ignore[arg-type]
+            return
+        if cls is Usage:
+            self._usage = chunk  # type: ignore[assignment]
+            return
+        if cls is Finish:
+            self._finish = chunk  # type: ignore[assignment]
+            return
         # isinstance chain, most frequent chunk kinds first.
         if isinstance(chunk, TextDelta):
             self._text(chunk.index, "text", chunk.text)
@@ -98,18 +112,24 @@ class BlockAssembler:
                 if not partial.name and chunk.name:
                     partial.name = chunk.name
         elif isinstance(chunk, BlockStart):
-            if chunk.index not in self._partials:
-                self._open(chunk.index, chunk.block_type)
+            self._start(chunk)
         elif isinstance(chunk, BlockEnd):
-            partial = self._partials.get(chunk.index)
-            if partial is None:
-                partial = self._open(chunk.index, type(chunk.block).TAG)
-            if partial.end is None:
-                partial.end = chunk.block
+            self._end(chunk)
         elif isinstance(chunk, Usage):
             self._usage = chunk
         elif isinstance(chunk, Finish):
             self._finish = chunk
+
+    def _start(self, chunk: BlockStart) -> None:
+        if chunk.index not in self._partials:
+            self._open(chunk.index, chunk.block_type)
+
+    def _end(self, chunk: BlockEnd) -> None:
+        partial = self._partials.get(chunk.index)
+        if partial is None:
+            partial = self._open(chunk.index, type(chunk.block).TAG)
+        if partial.end is None:
+            partial.end = chunk.block
 
     def _text(self, index: int, block_type: str, text: str) -> None:
         partial = self._partials.get(index)

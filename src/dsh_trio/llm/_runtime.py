@@ -18,6 +18,7 @@ import trio
 from ..errors import LlmError
 from ..values import (
     BlockEnd,
+    BlockStart,
     Finish,
     FinishKind,
     FinishReason,
@@ -29,6 +30,7 @@ from ..values import (
     TextDelta,
     ToolCallBlock,
     ToolCallDelta,
+    Usage,
     utf8_ok,
 )
 from ._redact import repair_unicode
@@ -216,6 +218,115 @@ def _resume(coro: Any, trap: object) -> Generator[object, object, None]:
                 return
 
 
+class _Once:
+    """The reading of a stream that is one ``Finish`` (no adapter, or it failed to start)."""
+
+    __slots__ = ("_finish",)
+
+    def __init__(self, finish: Finish) -> None:
+        self._finish: Finish | None = finish
+
+    async def __call__(self) -> StreamChunk:
+        await trio.lowlevel.checkpoint()
+        finish = self._finish
+        if finish is None:
+            raise StopAsyncIteration
+        self._finish = None
+        return finish
+
+
+class ModelStream:
+    """One adapter stream read as :func:`stream_model` reads it, without a generator.
+
+    Runtime use only: the model attempt reads chunks straight from the adapter (one
+    coroutine frame fewer to resume per chunk) and applies the same rules through
+    these methods. ``next`` is the adapter's ``__anext__``; an ``Exception`` it raises
+    becomes :meth:`failed`'s terminal finish; every chunk other than an ASCII
+    :class:`TextDelta` goes through :meth:`checked`; the reader stops after a
+    :class:`Finish`; :meth:`aclose` ends it (warning about repaired chunks, closing
+    the adapter's iterator shielded and bounded).
+    """
+
+    __slots__ = ("_iterator", "_provider", "_repaired", "next")
+
+    def __init__(self, adapter: ModelAdapter | None, request: ModelRequest) -> None:
+        self._provider = request.provider
+        self._repaired = 0
+        self._iterator: object = None
+        self.next: Callable[[], Awaitable[StreamChunk]]
+        if adapter is None:
+            self.next = _Once(
+                Finish(
+                    FinishReason(
+                        "error",
+                        LlmFailure(
+                            "no model adapter is registered for provider "
+                            f'"{request.provider}"',
+                            "NO_ADAPTER",
+                        ),
+                    )
+                )
+            )
+            return
+        try:
+            iterator = aiter(adapter.stream(request))
+        except Exception as exc:  # every adapter failure becomes a finish chunk
+            self.next = _Once(_finish_for(failure_of(exc)))
+            return
+        self._iterator = iterator
+        self.next = iterator.__anext__
+
+    @staticmethod
+    def failed(exc: Exception) -> Finish:
+        """The terminal finish standing for the adapter's failure ``exc``."""
+        return _finish_for(failure_of(exc))
+
+    def checked(self, chunk: StreamChunk) -> StreamChunk:
+        """``chunk`` with text UTF-8 cannot encode repaired (counted for the warning)."""
+        cls = chunk.__class__
+        if cls is BlockStart or cls is Usage:
+            return chunk  # no text that is ever repaired
+        fixed = _repaired(chunk)
+        if fixed is None:
+            return chunk
+        self._repaired += 1
+        return fixed
+
+    async def aclose(self) -> None:  # noqa: ASYNC910  # a close that need not wait does not checkpoint
+        """Warn about repaired chunks and close the adapter's iterator if it is open.
+
+        The close runs shielded and for at most ``_CLOSE_TIMEOUT_S``; a failing close
+        is logged, never raised.
+        """
+        _warn_repaired(self._provider, self._repaired)
+        self._repaired = 0
+        iterator = self._iterator
+        self._iterator = None
+        aclose = getattr(iterator, "aclose", None)
+        # A finished async generator (ran to its end, or an exception such as
+        # Cancelled came out of it) has nothing left to close.
+        if aclose is None or getattr(iterator, "ag_frame", True) is None:
+            return  # noqa: ASYNC910  # nothing to close: the reading already checkpointed
+        try:
+            await _close(aclose, iterator)  # noqa: ASYNC102  # shielded, with a deadline, inside
+        except Exception:
+            _logger.warning(
+                'closing the model stream of provider "%s" failed',
+                self._provider,
+                exc_info=True,
+            )
+
+
+def _warn_repaired(provider: str, repaired: int) -> None:
+    if repaired:
+        _logger.warning(
+            'the model stream of provider "%s" carried text that is not valid '
+            "Unicode; %d chunk(s) were repaired with U+FFFD",
+            provider,
+            repaired,
+        )
+
+
 async def stream_model(
     adapter: ModelAdapter | None, request: ModelRequest
 ) -> AsyncGenerator[StreamChunk, None]:
@@ -285,13 +396,7 @@ async def stream_model(
             if isinstance(chunk, Finish):
                 return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
     finally:
-        if repaired:
-            _logger.warning(
-                'the model stream of provider "%s" carried text that is not valid '
-                "Unicode; %d chunk(s) were repaired with U+FFFD",
-                request.provider,
-                repaired,
-            )
+        _warn_repaired(request.provider, repaired)
         aclose = getattr(iterator, "aclose", None)
         # An async generator that already finished (ran to its end, or an exception
         # such as Cancelled came out of it) has nothing left to close: skip the

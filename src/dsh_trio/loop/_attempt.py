@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from ..events import (
@@ -13,18 +16,20 @@ from ..events import (
     StreamEndFrame,
     StreamStartFrame,
 )
-from ..llm import BlockAssembler, ModelRequest, stream_model
+from ..llm import BlockAssembler, ModelRequest, ModelStream
 from ..session import StreamAccumulator
 from ..values import (
     AssistantAttemptData,
     AssistantMessage,
     AssistantMessageData,
+    Finish,
     FinishReason,
     LlmFailure,
     ModelSource,
     SessionEvent,
+    StreamChunk,
+    TextDelta,
     new_message_id,
-    now_ms,
 )
 from ._payloads import AssistantStream
 
@@ -35,6 +40,50 @@ if TYPE_CHECKING:
     from ._signal import CancelSignal
 
 __all__ = ["Attempts"]
+
+_STREAM = "agent/assistant-stream"
+_time_ns = time.time_ns
+
+
+def _slot_setters(
+    cls: type, *names: str
+) -> tuple[Callable[[object, object], None], ...]:
+    """The slot descriptors' setters of the frozen attrs class ``cls``, in ``names``
+    order, which must be all its fields (checked here, once)."""
+    fields = tuple(f.name for f in attrs.fields(cls))
+    assert fields == names, (cls, fields)
+    assert not any(f.validator or f.converter for f in attrs.fields(cls)), cls
+    return tuple(getattr(cls, name).__set__ for name in names)
+
+
+_new = object.__new__
+_set_id, _set_revision, _set_index, _set_time, _set_chunk = _slot_setters(
+    StreamChunkFrame, "attempt_id", "revision", "index", "time", "chunk"
+)
+_set_agent, _set_frame = _slot_setters(AssistantStream, "agent", "frame")
+
+
+def _chunk_payload(
+    agent: Agent,
+    attempt_id: str,
+    revision: int,
+    index: int,
+    now: int,
+    chunk: StreamChunk,
+) -> AssistantStream:
+    """``AssistantStream(agent, StreamChunkFrame(...))``, equal to what the classes'
+    ``__init__`` build, without their per-field ``object.__setattr__`` (frozen
+    classes pay it): the frame of every streamed chunk is built here."""
+    frame = _new(StreamChunkFrame)
+    _set_id(frame, attempt_id)
+    _set_revision(frame, revision)
+    _set_index(frame, index)
+    _set_time(frame, now)
+    _set_chunk(frame, chunk)
+    payload = _new(AssistantStream)
+    _set_agent(payload, agent)
+    _set_frame(payload, frame)
+    return payload
 
 
 class Attempts:
@@ -61,144 +110,183 @@ class Attempts:
         Checkpoints while streaming. Returns the message and its finish reason, or the
         failure the model reported. Whatever ends the attempt otherwise, its event is
         written first (on cancellation the interrupted prefix, if any).
+
+        Hot path: the adapter's chunks are read here directly (no wrapper generator),
+        so each chunk resumes one frame fewer; :class:`ModelStream` applies the rules
+        of :func:`~dsh_trio.llm.stream_model`.
         """
-        attempt_id, frames = self._open(turn, step)
-        bus = self._bus
-        adapter = self._models.get(request.provider)
-        records = StreamAccumulator()
-        assembler = BlockAssembler()
-        index = 0
-        settled: SessionEvent | None = None
-        # Hot path: everything below runs once per streamed chunk.
-        record, assemble, agent, emit = (
-            records.push,
-            assembler.push,
-            self._agent,
-            bus.emit,
-        )
+        self._count += 1
+        attempt = _Attempt(self, turn, step, request)
+        stream = ModelStream(self._models.get(request.provider), request)
+        next_chunk, checked, take = stream.next, stream.checked, attempt.take
         try:
-            stream = stream_model(adapter, request)
             try:
-                async for chunk in stream:
-                    if signal.cancelled:
+                while True:
+                    try:
+                        chunk = await next_chunk()
+                    except StopAsyncIteration:
+                        break
+                    except Exception as exc:  # the adapter failed: a terminal finish
+                        chunk = stream.failed(exc)
+                    else:
+                        # An ASCII text delta needs no repair; anything else is checked.
+                        if chunk.__class__ is not TextDelta or not (
+                            (text := chunk.text).__class__ is str and text.isascii()
+                        ):
+                            chunk = checked(chunk)
+                    if signal._cause is not None:  # ``cancelled``, without the call
                         break  # a chunk that arrives after the abort is not kept
-                    now = now_ms()
-                    record(chunk, now)
-                    assemble(chunk)
-                    if frames:
-                        self._revision += 1
-                        emit(
-                            "agent/assistant-stream",
-                            AssistantStream(
-                                agent,
-                                StreamChunkFrame(
-                                    attempt_id, self._revision, index, now, chunk
-                                ),
-                            ),
-                            scope=agent,
-                        )
-                    index += 1
+                    if take(chunk):
+                        break  # nothing after the finish is read
             finally:
                 await stream.aclose()
             await trio.lowlevel.checkpoint_if_cancelled()
         except BaseException as exc:
-            try:
-                prefix = _prefix(request, assembler, exc, signal)
-                settled = self._settle(turn, step, records, assembler, prefix, True)
-            finally:
-                if frames:
-                    self._end_frame(attempt_id, index, settled)
+            attempt.abandon(exc, signal)
             raise
-        return self._conclude(
-            turn, step, request, records, assembler, (attempt_id, index, frames)
+        return attempt.conclude()
+
+
+class _Attempt:
+    """The synchronous side of one attempt: its record, blocks, frames and settlement."""
+
+    __slots__ = (
+        "agent",
+        "assemble",
+        "assembler",
+        "attempt_id",
+        "index",
+        "owner",
+        "push",
+        "records",
+        "request",
+        "revision",
+        "step",
+        "target",
+        "turn",
+    )
+
+    def __init__(
+        self, owner: Attempts, turn: int, step: int, request: ModelRequest
+    ) -> None:
+        agent = owner._agent
+        self.owner = owner
+        self.agent = agent
+        self.turn = turn
+        self.step = step
+        self.request = request
+        self.attempt_id = f"{agent.id}:{owner._count}"
+        self.records = StreamAccumulator()
+        self.assembler = BlockAssembler()
+        self.push = self.records.push
+        self.assemble = self.assembler.push
+        self.index = 0
+        self.revision = owner._revision
+        bus = owner._bus
+        # Frames are built for this attempt only if someone listened when it opened.
+        self.target = (
+            bus._target(_STREAM, agent) if bus.has_listeners(_STREAM) else None
         )
+        if self.target is not None:
+            self._frame(StreamStartFrame(self.attempt_id, self._next(), turn, step))
 
-    def _open(self, turn: int, step: int) -> tuple[str, bool]:
-        """Number a new attempt and emit its start frame if anyone listens."""
-        self._count += 1
-        attempt_id = f"{self._agent.id}:{self._count}"
-        frames = self._bus.has_listeners("agent/assistant-stream")
-        if frames:
-            self._revision += 1
-            self._frame(StreamStartFrame(attempt_id, self._revision, turn, step))
-        return attempt_id, frames
+    def _next(self) -> int:
+        self.revision += 1
+        self.owner._revision = self.revision
+        return self.revision
 
-    def _conclude(
-        self,
-        turn: int,
-        step: int,
-        request: ModelRequest,
-        records: StreamAccumulator,
-        assembler: BlockAssembler,
-        stream: tuple[str, int, bool],
-    ) -> tuple[AssistantMessage, FinishReason] | LlmFailure:
-        """Settle an attempt that streamed to its end: the failure it reported, or its
-        reply; then its end frame (``stream`` is attempt id, frame count, frames on)."""
-        attempt_id, index, frames = stream
+    def _frame(
+        self, frame: StreamStartFrame | StreamChunkFrame | StreamEndFrame
+    ) -> None:
+        target = self.target
+        if target is not None and target.current():
+            target.emit(AssistantStream(self.agent, frame))
+
+    def take(self, chunk: StreamChunk) -> bool:
+        """Record, assemble and show one chunk; True for the finish. Hot path."""
+        now = _time_ns() // 1_000_000
+        self.push(chunk, now)
+        self.assemble(chunk)
+        target = self.target
+        if target is not None:
+            # The agent's revision count is written back with the end frame.
+            revision = self.revision = self.revision + 1
+            if target.table.get(_STREAM) is not target.entries:
+                target.current()  # the listener set changed
+            if target.listeners:
+                target.emit(
+                    _chunk_payload(
+                        self.agent, self.attempt_id, revision, self.index, now, chunk
+                    )
+                )
+        self.index += 1
+        # The record accepts only the exact chunk classes, so no subclass gets here.
+        return chunk.__class__ is Finish
+
+    def abandon(self, exc: BaseException, signal: CancelSignal) -> None:
+        """Settle an attempt ``exc`` ended (its visible prefix, if cancelled)."""
         settled: SessionEvent | None = None
+        try:
+            settled = self._settle(
+                _prefix(self.request, self.assembler, exc, signal), True
+            )
+        finally:
+            self._end_frame(settled)
+
+    def conclude(self) -> tuple[AssistantMessage, FinishReason] | LlmFailure:
+        """Settle an attempt that streamed to its end: the failure it reported, or
+        its reply; then its end frame."""
+        settled: SessionEvent | None = None
+        assembler = self.assembler
         finish = assembler.finish
         try:
             if finish.kind in ("error", "aborted"):
-                settled = self._settle(turn, step, records, assembler, None)
+                settled = self._settle(None)
                 return finish.failure or LlmFailure(
                     message="model call failed", code="UNKNOWN"
                 )
-            message = _reply(request, assembler)
-            settled = self._settle(turn, step, records, assembler, message)
+            message = _reply(self.request, assembler)
+            settled = self._settle(message)
             return message, finish
         finally:
-            if frames:
-                self._end_frame(attempt_id, index, settled)
+            self._end_frame(settled)
 
     def _settle(
-        self,
-        turn: int,
-        step: int,
-        records: StreamAccumulator,
-        assembler: BlockAssembler,
-        message: AssistantMessage | None,
-        interrupted: bool = False,
+        self, message: AssistantMessage | None, interrupted: bool = False
     ) -> SessionEvent:
         """Append the attempt's one event: ``assistant/message``, or ``assistant/attempt``.
 
         Synchronous. With no ``message`` only the stream is kept (the attempt failed, or
         it was cancelled before it produced visible content).
         """
-        session = self._agent.session
+        session = self.agent.session
         if message is None:
             return session._append_trusted(
                 "assistant/attempt",
-                AssistantAttemptData(turn=turn, step=step, stream=records.records()),
+                AssistantAttemptData(
+                    turn=self.turn, step=self.step, stream=self.records.records()
+                ),
             )
         return session._append_trusted(
             "assistant/message",
             AssistantMessageData(
-                turn=turn,
-                step=step,
+                turn=self.turn,
+                step=self.step,
                 message=message,
-                stream=records.records(),
-                usage=assembler.usage,
+                stream=self.records.records(),
+                usage=self.assembler.usage,
                 interrupted=True if interrupted else None,
             ),
             surface_op="append",
         )
 
-    def _frame(
-        self, frame: StreamStartFrame | StreamChunkFrame | StreamEndFrame
-    ) -> None:
-        agent = self._agent
-        self._bus.emit(
-            "agent/assistant-stream", AssistantStream(agent, frame), scope=agent
-        )
-
-    def _end_frame(
-        self, attempt_id: str, index: int, settled: SessionEvent | None
-    ) -> None:
-        self._revision += 1
+    def _end_frame(self, settled: SessionEvent | None) -> None:
+        if self.target is None:
+            return
         outcome = (
             Committed(settled.type, settled.seq) if settled is not None else Abandoned()
         )
-        self._frame(StreamEndFrame(attempt_id, self._revision, index, outcome))
+        self._frame(StreamEndFrame(self.attempt_id, self._next(), self.index, outcome))
 
 
 def _reply(request: ModelRequest, assembler: BlockAssembler) -> AssistantMessage:

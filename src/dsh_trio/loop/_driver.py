@@ -42,6 +42,7 @@ from ..values import (
 )
 from ._answers import answer_calls
 from ._attempt import Attempts
+from ._context import RuntimeContextProjection, render_prompt
 from ._payloads import (
     AgentErrorEvent,
     PreStep,
@@ -125,6 +126,7 @@ class TurnDriver:
     __slots__ = (
         "_agent",
         "_attempts",
+        "_contexts",
         "_header_logged",
         "_inbox",
         "_last_generation",
@@ -141,6 +143,7 @@ class TurnDriver:
         self._services = services
         self._attempts = Attempts(agent, services.bus, services.models)
         self._projection: SystemPromptProjection | None = None
+        self._contexts = RuntimeContextProjection(agent.session)
         self._header_logged = False
         self._last_generation = -1
         self._step = 0  # the step of the open turn (0 before its first step/start)
@@ -253,6 +256,10 @@ class TurnDriver:
     ) -> PreStepDecision:
         bus = self._services.bus
         default = Enter(tuple(claimed))
+        if (
+            self._step == 0
+        ):  # the turn's first proposal carries a changed runtime context
+            default = self._contexts.propose(default, self._services, self._agent)
         if not bus.has_listeners("agent/pre-step"):
             return default  # noqa: ASYNC910
         agent = self._agent
@@ -295,7 +302,7 @@ class TurnDriver:
         try:
             services = self._services
             agent = self._agent
-            rendered = services.prompt.render(agent)
+            rendered = render_prompt(services, agent)
             tools = services.tools.schemas(agent)
             entering: Enter | None = decision  # on the step's first attempt only
             while True:

@@ -107,9 +107,8 @@ class Inbox:
         self._check_alive = check_alive
         self._next_turn: tuple[UserMessage, ...] = ()
         self._next_step: tuple[UserMessage, ...] = ()
-        for event in session.events:
-            if event.type == "agent/inbox/spliced":
-                self._replay(event)
+        for event in session.events.of_types("agent/inbox/spliced"):
+            self._replay(event)
 
     # ------------------------------------------------------------------ reads
 

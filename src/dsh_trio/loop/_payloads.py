@@ -25,10 +25,12 @@ __all__ = [
     "AgentErrorEvent",
     "AgentStatusChanged",
     "AssistantStream",
+    "ConfigStartFailed",
     "InboxClaimed",
     "InboxDiscarded",
     "InboxInserted",
     "PreStep",
+    "PresetSelected",
     "RequestFailed",
     "RequestProposal",
     "SessionEventAppended",
@@ -184,3 +186,25 @@ class SessionEventAppended:
 
     session: Session
     event: SessionEvent
+
+
+# --------------------------------------------------------------------------- composition
+
+
+@attrs.frozen(eq=False)
+class PresetSelected:
+    """``agent-preset/selected`` (emit, unscoped): ``presets.select`` bound the session's
+    agent to ``preset``; the durable log event of the same name is already appended."""
+
+    session_id: str
+    preset: str
+
+
+@attrs.frozen(eq=False)
+class ConfigStartFailed:
+    """``agent-loop/config-start-failed`` (emit, unscoped): a declared agent
+    (``open_runtime(config=...)``) failed before publication; ``wait_for`` on its id
+    raises :class:`~dsh_trio.errors.AgentStartError`."""
+
+    session_id: str
+    error: BaseException

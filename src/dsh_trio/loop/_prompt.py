@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -24,12 +24,21 @@ if TYPE_CHECKING:
 __all__ = ["SystemPrompt", "SystemPromptProjection"]
 
 Section = str | Callable[[object], str]
+#: A runtime context: ``(agent) -> text``; ``None`` or ``""`` leaves it out of the snapshot.
+ContextRender = Callable[[Any], "str | None"]
 
 
 @attrs.define(eq=False)
 class _Entry:
     name: str
     render: Section
+    scope: object | None
+
+
+@attrs.define(eq=False)
+class _Context:
+    name: str
+    render: ContextRender
     scope: object | None
 
 
@@ -48,6 +57,7 @@ class SystemPrompt:
 
     def __init__(self, persona: str | None = None) -> None:
         self._entries: list[_Entry] = []
+        self._contexts: list[_Context] = []
         if persona:
             self._entries.append(_Entry("persona", persona, None))
 
@@ -64,17 +74,77 @@ class SystemPrompt:
 
         return dispose
 
+    def context(
+        self, name: str, render: ContextRender, *, scope: object | None = None
+    ) -> Callable[[], None]:
+        """Add a runtime context; returns an idempotent disposer that removes it.
+
+        Unlike a section, a context is not part of the system prompt: at the first
+        pre-step proposal of each turn the contexts are rendered (``render(agent)``,
+        ``None`` or ``""`` for nothing) and, when the joined text differs from the
+        snapshot the session last retained, one ``user/message`` snapshot is appended
+        after the turn's claimed input. Changing a context therefore appends to the
+        history instead of rewriting the cached system prompt. Never blocks.
+
+        Example::
+
+            dispose = runtime.prompt.context("mode", lambda agent: f"Approval: {mode}")
+
+        Args:
+            name: the context's name, recorded in the snapshot's ``sections``. A
+                later context with a name already registered replaces its text.
+            render: called with the agent, synchronously, once per turn.
+            scope: an agent this context applies to; ``None`` for every agent.
+
+        Raises:
+            ValueError: ``name`` is blank.
+        """
+        raw: object = name
+        if not isinstance(raw, str) or not raw.strip():
+            raise ValueError(f"a runtime context needs a non-blank name, got {name!r}")
+        entry = _Context(name, render, scope)
+        self._contexts.append(entry)
+
+        def dispose() -> None:
+            if entry in self._contexts:
+                self._contexts.remove(entry)
+
+        return dispose
+
     def sections(self) -> list[str]:
         """The names of the registered sections, in order."""
         return [e.name for e in self._entries]
 
-    def render(self, agent: object) -> str:
-        """Render the prompt for ``agent`` (global sections and its own, in order)."""
+    def contexts(self) -> list[str]:
+        """The names of the registered runtime contexts, in order."""
+        return [c.name for c in self._contexts]
+
+    def contexts_for(self, agent: object) -> list[tuple[str, ContextRender]]:
+        """The runtime contexts that apply to ``agent`` (global and its own), in order."""
+        return [
+            (c.name, c.render)
+            for c in self._contexts
+            if c.scope is None or c.scope is agent
+        ]
+
+    def render(
+        self,
+        agent: object,
+        extra: Sequence[tuple[str, str | Callable[[Any], str]]] = (),
+    ) -> str:
+        """Render the prompt for ``agent`` (global sections and its own, in order).
+
+        ``extra`` are sections the agent's composition adds, rendered after these.
+        """
         parts: list[str] = []
         for e in self._entries:
             if e.scope is not None and e.scope is not agent:
                 continue
             text = e.render if isinstance(e.render, str) else e.render(agent)
+            if text:
+                parts.append(text)
+        for _, render in extra:
+            text = render if isinstance(render, str) else render(agent)
             if text:
                 parts.append(text)
         return "\n\n".join(parts)

@@ -8,11 +8,12 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
+from ..composition import logged_preset
 from ..errors import (
     AgentDisposedError,
     DshError,
@@ -32,9 +33,11 @@ from ..values import (
     SessionId,
     now_ms,
 )
+from ._declared import DeclaredStarts
+from ._handle import AgentHandle, _Disposal, start_recording
 
 if TYPE_CHECKING:
-    from ..persistence import SessionPersistence as _Persistence
+    from ..composition import Generation
     from ._runtime import Runtime
 
 __all__ = ["AgentExistsError", "AgentHandle", "AgentRegistry"]
@@ -48,6 +51,26 @@ CreationSource = Literal["startup", "resume"]
 _META_KEYS = frozenset(
     {"cwd", "parent_session", "origin", "delegation_depth", "agent_preset"}
 )
+
+
+def _header_fields(
+    session_id: str | None, meta: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The header fields of a new session: its id (minted if ``None``) and ``meta``."""
+    fields = dict(meta or {})
+    unknown = set(fields) - _META_KEYS
+    if unknown:
+        raise AgentConfigError(
+            f"unknown meta keys {sorted(unknown)} (allowed: {sorted(_META_KEYS)})"
+        )
+    sid = session_id if session_id is not None else str(uuid.uuid4())
+    raw_id: object = sid
+    if not isinstance(raw_id, str) or not raw_id:
+        raise InvalidSessionIdError(
+            f"a session id must be a non-empty string, got {sid!r}"
+        )
+    fields["id"] = SessionId(sid)
+    return fields
 
 
 class AgentExistsError(DshError, ValueError):
@@ -66,66 +89,13 @@ class _Entry:
     )  # None once published
 
 
-@attrs.define(eq=False)
-class _Disposal:
-    """One agent's teardown, as every ``dispose()`` caller sees it."""
-
-    done: trio.Event = attrs.field(factory=trio.Event)
-    errors: list[Exception] = attrs.field(factory=list)
-
-
-class AgentHandle:
-    """The owner's handle on an agent: ``.agent`` and :meth:`dispose`.
-
-    Usable as ``async with handle:`` (disposes on exit).
-    """
-
-    def __init__(self, agent: Agent, registry: AgentRegistry) -> None:
-        self._agent = agent
-        self._registry = registry
-        self._disposal: _Disposal | None = None
-
-    @property
-    def agent(self) -> Agent:
-        """The agent."""
-        return self._agent
-
-    async def dispose(self) -> None:
-        """Dispose the agent: children first, cancel, drain, unwind, flush, unregister.
-
-        Idempotent: concurrent and later callers wait for the same teardown and see
-        the same outcome. The teardown runs in the runtime's nursery, shielded, so
-        cancelling a caller only stops that caller's wait.
-
-        Raises:
-            Exception: the single failure collected during teardown, or an
-                :class:`ExceptionGroup` of several; cleanup still completed.
-        """
-        if self._disposal is None:
-            self._disposal = self._registry._dispose_soon(self._agent)
-        disposal = self._disposal
-        await disposal.done.wait()
-        errors = disposal.errors
-        if len(errors) == 1:
-            raise errors[0]
-        if errors:
-            raise ExceptionGroup(f'agent "{self._agent.id}" disposal failed', errors)
-
-    async def __aenter__(self) -> Self:
-        await trio.lowlevel.checkpoint()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        with trio.CancelScope(shield=True):
-            await self.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
-
-
 class AgentRegistry:
     """The live agents of a runtime, and the way to create and resume them."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._entries: dict[SessionId, _Entry] = {}
+        self._starts = DeclaredStarts(self)
 
     # ------------------------------------------------------------------ reads
 
@@ -153,6 +123,25 @@ class AgentRegistry:
         """The handle of a live agent (the runtime's own reference to it)."""
         entry = self._entry_of(agent)
         return entry.handle if entry is not None else None
+
+    def _published_handle(self, session_id: SessionId) -> AgentHandle | None:
+        entry = self._entries.get(session_id)
+        if entry is None or not entry.announced or entry.publishing is not None:
+            return None
+        return entry.handle
+
+    async def wait_for(self, session_id: str) -> AgentHandle:
+        """Wait until the agent ``session_id`` is published; return its handle.
+
+        Blocks until an agent with this id has completed creation (at once if it
+        is live). For a declared agent (``open_runtime(config=...)``) whose start
+        failed, raises instead of waiting. Cancelling the wait changes nothing.
+
+        Raises:
+            AgentStartError: ``session_id`` is a declared agent that failed to start
+                (``.error`` is why).
+        """
+        return await self._starts.wait_for(session_id)
 
     def _entry_of(self, agent: Agent) -> _Entry | None:
         entry = self._entries.get(agent.id)
@@ -184,6 +173,7 @@ class AgentRegistry:
         seed: Sequence[SessionEvent] | None = None,
         inherited_event_count: int | None = None,
         setup: Setup | None = None,
+        preset: str | None = None,
     ) -> AgentHandle:
         """Create and publish a fresh agent; ``session_id=None`` mints one.
 
@@ -202,36 +192,32 @@ class AgentRegistry:
             inherited_event_count: with ``seed``, marks it an inherited fork cut.
             setup: ``async setup(agent.scope, agent)``, run before publication; it
                 may return a synchronous commit callable run right before publication.
+            preset: the preset a root agent binds to (``None``: the default preset,
+                if any is registered); a child joins its parent's generation. The
+                header records it as ``agentPreset``.
 
         Raises:
             AgentExistsError: the id is live.
+            PresetError, PresetNotFoundError: the preset is broken or unknown.
             AgentDisposedError: ``parent`` is disposed.
             InvalidSessionIdError: the id is not usable.
         """
-        fields = dict(meta or {})
-        unknown = set(fields) - _META_KEYS
-        if unknown:
-            raise AgentConfigError(
-                f"unknown meta keys {sorted(unknown)} (allowed: {sorted(_META_KEYS)})"
-            )
-        sid = session_id if session_id is not None else str(uuid.uuid4())
-        raw_id: object = sid
-        if not isinstance(raw_id, str) or not raw_id:
-            raise InvalidSessionIdError(
-                f"a session id must be a non-empty string, got {sid!r}"
-            )
+        fields = _header_fields(session_id, meta)
+        plan = self._runtime.presets._plan(preset, parent)
+        if plan is not None:
+            fields.setdefault("agent_preset", plan.preset_id)
         header = SessionHeader(
-            id=SessionId(sid),
-            created_at=now_ms(),
-            is_seeded=seed is not None,
-            **fields,
+            created_at=now_ms(), is_seeded=seed is not None, **fields
         )
         session = Session.create(
-            sid, header=header, seed=seed, inherited=inherited_event_count is not None
+            header.id,
+            header=header,
+            seed=seed,
+            inherited=inherited_event_count is not None,
         )
         self._check_free(session.id, parent)
         return await self._publish(
-            session, None, options or AgentOptions(), parent, setup, "startup"
+            session, None, options or AgentOptions(), parent, setup, "startup", plan
         )
 
     async def resume(
@@ -241,8 +227,13 @@ class AgentRegistry:
         options: AgentOptions | None = None,
         parent: Agent | None = None,
         setup: Setup | None = None,
+        preset: str | None = None,
     ) -> AgentHandle:
         """Load a persisted session (crash-repaired) and publish an agent on it.
+
+        The agent binds to ``preset`` if given, else to the preset its log last
+        selected (the last ``agent-preset/selected``, else the header's
+        ``agentPreset``), else to the default; a child joins its parent's generation.
 
         Raises:
             PersistenceNotConfiguredError: the runtime has no persistence.
@@ -256,9 +247,17 @@ class AgentRegistry:
             )
         self._check_free(SessionId(session_id), parent)
         session, writer = await load_session(persistence, session_id)
+        try:
+            plan = self._runtime.presets._plan(
+                preset if preset is not None else logged_preset(session), parent
+            )
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await writer.close()  # noqa: ASYNC102  # closing a file is bounded
+            raise
         # _publish owns the writer from here: it closes it if publication fails.
         return await self._publish(
-            session, writer, options or AgentOptions(), parent, setup, "resume"
+            session, writer, options or AgentOptions(), parent, setup, "resume", plan
         )
 
     @asynccontextmanager
@@ -301,6 +300,7 @@ class AgentRegistry:
         parent: Agent | None,
         setup: Setup | None,
         source: CreationSource,
+        plan: Generation | None = None,
     ) -> AgentHandle:
         try:
             self._check_free(session.id, parent)
@@ -316,6 +316,8 @@ class AgentRegistry:
         handle = AgentHandle(agent, self)
         entry = _Entry(agent, handle, parent)
         self._entries[session.id] = entry
+        if plan is not None:  # no checkpoint since the plan was made: it is still live
+            self._runtime.presets._join(agent, plan)
         try:
             try:
                 await agent.run_maintenance(
@@ -339,6 +341,7 @@ class AgentRegistry:
                     exc,
                 )
             raise
+        self._starts.changed()
         return handle
 
     async def _initialize(
@@ -360,7 +363,7 @@ class AgentRegistry:
                 if commit is not None:
                     commit()
             if persistence is not None:
-                entry.recorder = await _start_recording(
+                entry.recorder = await start_recording(
                     persistence, agent, writer, runtime._spawn
                 )
                 agent._attach_recorder(entry.recorder)
@@ -416,6 +419,7 @@ class AgentRegistry:
                     await entry.recorder.aclose()
                 except Exception as exc:
                     errors.append(exc)
+            errors.extend(await self._runtime.presets._release(agent))
             self._remove(agent)
             runtime = self._runtime
             if entry is not None and entry.announced:
@@ -456,29 +460,3 @@ class AgentRegistry:
                     nursery.start_soon(dispose, handle)
         if errors:
             raise ExceptionGroup("disposing the runtime's agents failed", errors)
-
-
-async def _start_recording(  # private; a resumed writer may have nothing left to write
-    persistence: _Persistence,
-    agent: Agent,
-    writer: SessionWriter | None,
-    spawn: Callable[..., None],
-) -> SessionRecorder:
-    session = agent.session
-    if writer is None:
-        writer = await persistence.create(session.header)
-    try:
-        while writer.durable_seq < session.next_seq:
-            await writer.append(session.events[writer.durable_seq :], sync=True)
-    except BaseException:
-        with trio.CancelScope(shield=True):
-            await writer.close()
-        raise
-    # No checkpoint between the check above and subscribing: nothing can slip past.
-    return SessionRecorder(  # noqa: ASYNC910
-        session,
-        writer,
-        durability=persistence.durability,
-        spawn=spawn,
-        on_fault=agent._persistence_failed,
-    )

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
 
+from ..composition import (
+    CompositionSections,
+    CompositionTools,
+    DefaultModel,
+    PresetDefinition,
+    PresetRegistry,
+    RuntimeConfig,
+    load_runtime_config,
+)
 from ..events import EventBus
 from ..llm import ModelAdapter, ModelRegistry, RetryPolicy
 from ..loop import AgentServices, SystemPrompt
@@ -56,31 +67,75 @@ class Runtime:
         system_prompt: str | None,
         tools: ToolRegistry,
         max_parallel_tool_calls: int,
+        profile: str | os.PathLike[str] | None = None,
     ) -> None:
         self._nursery = nursery
+        self.default_model = DefaultModel(profile)
         self.persistence = persistence
         self.agents = AgentRegistry(self)
-        self.events = EventBus(parent_of=self.agents._owner_of)
+        self.events = EventBus(parent_of=self._scope_parent)
         self.models = ModelRegistry()
         self.prompt = SystemPrompt(system_prompt)
         self.sessions = SessionStore()
         self.max_parallel_tool_calls = max_parallel_tool_calls
         self.tools = tools
+        self.presets = PresetRegistry(
+            bus=self.events,
+            tools=tools,
+            spawn=self._spawn,
+            is_published=lambda agent: (
+                self.agents._published_handle(agent.id) is not None
+            ),
+        )
         self._services = AgentServices(
             bus=self.events,
             models=self.models,
             prompt=self.prompt,
             spawn=self._spawn,
-            tools=self.tools,
+            tools=CompositionTools(tools, self.presets),
+            composition=CompositionSections(self.presets),
         )
+
+    def _scope_parent(self, scope: object) -> object | None:
+        """An event scope's parent: an agent's owner, else its preset generation."""
+        owner = self.agents._owner_of(scope)
+        return owner if owner is not None else self.presets._scope_parent(scope)
 
     def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
         """Start ``fn(*args)`` in the runtime nursery (drivers, writers, teardowns)."""
         self._nursery.start_soon(fn, *args)
 
     async def _aclose(self) -> None:
-        """Dispose every live agent; blocks until all are gone (see ``open_runtime``)."""
-        await self.agents._dispose_all()
+        """Dispose every live agent; blocks until all are gone (see ``open_runtime``).
+
+        Declared agents still starting are stopped first; preset generations are
+        torn down last.
+        """
+        await self.agents._starts.aclose()
+        errors: list[Exception] = []
+        try:
+            await self.agents._dispose_all()
+        except ExceptionGroup as group:
+            errors += group.exceptions
+        errors += await self.presets._aclose()
+        if errors:
+            raise ExceptionGroup("disposing the runtime's agents failed", errors)
+
+    async def _compose(
+        self,
+        presets: Sequence[PresetDefinition],
+        default_preset: str | None,
+        loaded: RuntimeConfig | None,
+    ) -> None:
+        """Register the presets (the config's first), then start its declared agents."""
+        for definition in (*(loaded.presets if loaded else ()), *presets):
+            await self.presets.register(definition)
+        if default_preset is None and loaded is not None:
+            default_preset = loaded.default_preset
+        self.presets.default = default_preset
+        if loaded is not None:
+            self.agents._starts.start(loaded.agents, loaded.default_model)
+        await trio.lowlevel.checkpoint()
 
 
 async def _close_after(runtime: Runtime, exc: BaseException) -> None:
@@ -112,6 +167,10 @@ async def open_runtime(
     persistence: SessionPersistence | None = None,
     system_prompt: str | None = None,
     max_parallel_tool_calls: int = 10,
+    presets: Sequence[PresetDefinition] = (),
+    default_preset: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+    profile: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime whose nursery owns every agent created through it.
 
@@ -134,32 +193,73 @@ async def open_runtime(
         persistence: where sessions are stored (e.g. ``JsonlPersistence(root)``).
         system_prompt: the persona section of the system prompt.
         max_parallel_tool_calls: the bound of the parallel tool pool.
+        presets: preset definitions to register (``runtime.presets``).
+        default_preset: the preset a root agent binds to when none is named.
+        config: a runtime config file (YAML: ``presets``, ``default_preset``,
+            ``default_model``, ``agents``; see the presets guide).
+        profile: the TOML file that holds the saved default model
+            (``runtime.default_model``; ``~`` is expanded; it need not exist yet).
+
+    Raises:
+        PresetError: a preset or the config is malformed, or an id is registered twice.
     """
-    raw: object = max_parallel_tool_calls
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-        raise ValueError(
-            f"max_parallel_tool_calls must be a positive int, got {max_parallel_tool_calls!r}"
-        )
-    executor = _make_tool_executor(tools, max_parallel_tool_calls)
+    executor = _make_tool_executor(tools, max_parallel_tool_calls)  # checks the bound
+    loaded = await _load_config(config)
+    block = _runtime_block(
+        models or {},
+        presets,
+        default_preset,
+        loaded,
+        persistence=persistence,
+        system_prompt=system_prompt,
+        tools=executor,
+        max_parallel_tool_calls=max_parallel_tool_calls,
+        profile=profile,
+    )
+    async with block as runtime:
+        yield runtime
+
+
+async def _load_config(config: str | os.PathLike[str] | None) -> RuntimeConfig | None:
+    """Read the runtime config in a worker thread (``None`` without one)."""
+    if config is None:
+        await trio.lowlevel.checkpoint()
+        return None
+    return await trio.to_thread.run_sync(load_runtime_config, config)
+
+
+@asynccontextmanager
+async def _runtime_block(
+    models: Mapping[str, ModelAdapter],
+    presets: Sequence[PresetDefinition],
+    default_preset: str | None,
+    loaded: RuntimeConfig | None,
+    **kwargs: Any,
+) -> AsyncIterator[Runtime]:
+    """The nursery of :func:`open_runtime`: compose, yield, then dispose everything."""
+    failed: Exception | None = None
     async with trio.open_nursery() as nursery:
-        runtime = Runtime(
-            nursery,
-            persistence=persistence,
-            system_prompt=system_prompt,
-            tools=executor,
-            max_parallel_tool_calls=max_parallel_tool_calls,
-        )
+        runtime = Runtime(nursery, **kwargs)
         install_retry_listener(runtime.events, runtime.models)
-        for provider, adapter in (models or {}).items():
+        for provider, adapter in models.items():
             runtime.models.register(provider, adapter, retry_policy=RetryPolicy())
         try:
-            yield runtime
-        except BaseException as exc:
+            await runtime._compose(presets, default_preset, loaded)
+        except Exception as exc:  # raised bare below, once the nursery has closed
             with trio.CancelScope(shield=True):
                 await _close_after(runtime, exc)
-            raise
-        with trio.CancelScope(shield=True):
-            await runtime._aclose()
+            failed = exc
+        else:
+            try:
+                yield runtime
+            except BaseException as exc:
+                with trio.CancelScope(shield=True):
+                    await _close_after(runtime, exc)
+                raise
+            with trio.CancelScope(shield=True):
+                await runtime._aclose()
+    if failed is not None:
+        raise failed
 
 
 def _make_tool_executor(tools: Sequence[Tool], max_parallel: int) -> ToolRegistry:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -150,14 +151,21 @@ class JsonlPersistence:
     ) -> tuple[JsonlWriter, builtins.list[SessionEvent]]:
         """Claim a stored session, read it and cut off a torn tail (kept, durably).
 
-        :meth:`open_salvaging` without the report of what was cut.
+        :meth:`open_salvaging` without the report of what was cut, and with the
+        events decoded into a list (on a worker thread).
         """
         writer, events, _ = await self.open_salvaging(session_id)
-        return writer, events
+        try:
+            decoded = await trio.to_thread.run_sync(builtins.list, events)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await writer.close()
+            raise
+        return writer, decoded
 
     async def open_salvaging(
         self, session_id: str
-    ) -> tuple[JsonlWriter, builtins.list[SessionEvent], SalvagedTail | None]:
+    ) -> tuple[JsonlWriter, Sequence[SessionEvent], SalvagedTail | None]:
         """Claim a stored session, read it and cut off a damaged tail (kept, durably).
 
         Blocks on a worker thread for the read. Exclusive ownership is taken before

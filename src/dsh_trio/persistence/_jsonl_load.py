@@ -1,7 +1,10 @@
 """Reading a JSONL session log, and recovering what a crash left when a writer opens it.
 
-The log is streamed: it is read in blocks and split into lines, and only the decoded
-events are kept, so reading needs memory for the events, not for the file.
+The log is streamed: it is read in blocks and split into lines, and each event is
+decoded, checked and admitted into the surface as its line is read
+(:class:`~dsh_trio.session.LoadedLog`); only the lines are kept, compressed, so
+reading needs a fraction of the file's size in memory and builds no list of decoded
+events.
 
 What may be cut is only what a crash can leave: a **damaged tail**, which starts at
 the first damaged line and holds nothing that parses after it. A damaged line is a
@@ -19,19 +22,19 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 import attrs
 
 from ..errors import SessionCorruptError, SessionFormatError, SessionNotFoundError
-from ..session import Session
+from ..session import LoadedLog, Session
 from ..values import (
     SURFACE_TYPES,
-    DecodedEvents,
     SessionEvent,
     SessionHeader,
     decode_event,
+    parse_json_line,
 )
 from ._damage import SalvagedTail, complete_first_write, cut_tail
 from ._gc import gc_paused
@@ -70,7 +73,9 @@ class Scan:
     """What :func:`scan_log` found in a log."""
 
     header: SessionHeader
-    events: list[SessionEvent]
+    #: The intact events (a :class:`~dsh_trio.session.LoadedLog` from
+    #: :func:`scan_log`, which ``Session.restore`` adopts without a second pass).
+    events: Sequence[SessionEvent]
     good_end: int  # bytes up to and including the last intact line
     size: int  # the file's size when it was read
     tail: Tail | None = None  # the damaged tail, if any (it starts at ``good_end``)
@@ -92,23 +97,18 @@ def iter_lines(fd: int, start: int = 0) -> Iterator[tuple[int, bytes, bool]]:
         if not block:
             break
         pos += len(block)
-        begin = 0
-        end = block.find(b"\n")
-        if end >= 0 and pieces:
-            pieces.append(block[:end])
-            line = b"".join(pieces)
-            pieces.clear()
-            yield offset, line, True
-            offset += len(line) + 1
-            begin = end + 1
-            end = block.find(b"\n", begin)
-        while end >= 0:
-            yield offset, block[begin:end], True
-            offset += end + 1 - begin
-            begin = end + 1
-            end = block.find(b"\n", begin)
-        if begin < len(block):
-            pieces.append(block[begin:])
+        lines = block.split(b"\n")
+        last = lines.pop()  # after the block's last line end (maybe empty)
+        if lines:
+            if pieces:
+                pieces.append(lines[0])
+                lines[0] = b"".join(pieces)
+                pieces.clear()
+            for line in lines:
+                yield offset, line, True
+                offset += len(line) + 1
+        if last:
+            pieces.append(last)
     if pieces:
         yield offset, b"".join(pieces), False
 
@@ -124,7 +124,8 @@ def _parses(line: bytes) -> bool:
 def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
     """Read a whole log: the header, the intact events and a damaged tail.
 
-    Streams the file; holds the decoded events only.
+    Streams the file; keeps each intact event's line (compressed), admitted into
+    the surface as it is read, and no decoded event.
 
     Raises:
         SessionFormatError: the header names a foreign format version.
@@ -141,15 +142,13 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
             line=1,
         )
     header = parse_header(first[1], path, session_id)
-    events = DecodedEvents()
-    append = events.append
-    unchecked = events.unchecked
+    events = LoadedLog()
+    admit = events.admit
     good_end = len(first[1]) + 1
     size = good_end
     tail: Tail | None = None
     line_no = 1
-    # Type names repeat on every line: share one string per type.
-    types: dict[str, str] = {}
+    seq = 0  # the seq of the next intact event
     for offset, line, whole in lines:
         line_no += 1
         size = offset + len(line) + whole
@@ -164,7 +163,6 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
                     line=tail.line,
                 )
             continue
-        seq = len(events)
         if not whole:
             tail = Tail(
                 offset,
@@ -174,14 +172,10 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
             )
             continue
         try:
-            obj = parse_line(line)
+            obj = parse_json_line(line)
         except (ValueError, RecursionError) as exc:
             tail = Tail(offset, seq, line_no, f"the line is not JSON: {exc}")
             continue
-        if isinstance(obj, dict):
-            type_ = obj.get("type")
-            if isinstance(type_, str):
-                obj["type"] = types.setdefault(type_, type_)
         try:
             event, checked = decode_event(obj, seq)
         except (SessionCorruptError, RecursionError) as exc:
@@ -197,9 +191,8 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
                 offset, seq, line_no, f"a {event.type} event without its surfaceOp"
             )
             continue
-        if not checked:
-            unchecked.add(seq)
-        append(event)
+        admit(event, line, checked)
+        seq += 1
         good_end = offset + len(line) + 1
     return Scan(header=header, events=events, good_end=good_end, size=size, tail=tail)
 

@@ -108,7 +108,7 @@ class SessionPersistence(Protocol):
 
     async def open(
         self, session_id: str
-    ) -> tuple[SessionWriter, builtins.list[SessionEvent]]:
+    ) -> tuple[SessionWriter, Sequence[SessionEvent]]:
         """Claim a stored session, read it, and repair a torn tail.
 
         Returns the writer and the durable events: the stored log cut (on disk too)
@@ -140,7 +140,7 @@ class _SalvagingPersistence(Protocol):
 
     async def open_salvaging(
         self, session_id: str
-    ) -> tuple[SessionWriter, builtins.list[SessionEvent], SalvagedTail | None]: ...
+    ) -> tuple[SessionWriter, Sequence[SessionEvent], SalvagedTail | None]: ...
 
 
 @attrs.frozen(kw_only=True)

@@ -9,6 +9,7 @@ from ..values import (
     SurfaceReplace as SurfaceReplace,
 )
 from ._history import DerivedMessages as DerivedMessages
+from ._loaded import LoadedLog as LoadedLog
 from ._repair import (
     close_interrupted_turn as close_interrupted_turn,
     interrupted_turn_closers as interrupted_turn_closers,

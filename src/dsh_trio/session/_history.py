@@ -101,7 +101,7 @@ class HistoryFold:
     earlier snapshots never change.
     """
 
-    _events: list[SessionEvent]
+    _events: Sequence[SessionEvent]
     _surface: Surface
     _items: list[Message] = attrs.field(factory=list, init=False)
     _folded: int = attrs.field(default=0, init=False)

@@ -12,7 +12,12 @@ from ..values import (
     TurnStart,
 )
 
-__all__ = ["Markers"]
+__all__ = ["MARKER_TYPES", "Markers"]
+
+#: The event types :meth:`Markers.fold` takes into account (it ignores the others).
+MARKER_TYPES = frozenset(
+    {"turn/start", "turn/end", "request/header", "request/context"}
+)
 
 
 @attrs.define(eq=False)
@@ -27,6 +32,8 @@ class Markers:
 
     last_turn: int = 0
     open_turn: int | None = None
+    #: The seq of the ``turn/start`` of ``open_turn``.
+    open_turn_seq: int | None = None
     request_header: EpochHeader | None = None
     request_context: RequestContextData | None = None
 
@@ -40,8 +47,9 @@ class Markers:
         type_ = event.type
         if type_ == "turn/start":
             self.last_turn = self.open_turn = event.data_as(TurnStart).turn
+            self.open_turn_seq = event.seq
         elif type_ == "turn/end":
-            self.open_turn = None
+            self.open_turn = self.open_turn_seq = None
         elif type_ == "request/header":
             self.request_header = event.data_as(RequestHeaderData).header
         elif type_ == "request/context":

@@ -51,8 +51,13 @@ def _not_started_text(name: str) -> str:
     )
 
 
-def interrupted_turn_closers(events: Sequence[SessionEvent]) -> list[Closer]:
+def interrupted_turn_closers(
+    events: Sequence[SessionEvent], *, start: int = 0
+) -> list[Closer]:
     """The events that close a turn left open at the end of ``events``.
+
+    ``start``: the seq of the last ``turn/start`` when known (or any earlier seq),
+    so that only the events from there on are read.
 
     Pure; never blocks. For a log ending inside a turn, returns in order:
 
@@ -72,7 +77,7 @@ def interrupted_turn_closers(events: Sequence[SessionEvent]) -> list[Closer]:
     step: tuple[int, int] | None = None
     pending: dict[str, str] = {}  # call id -> tool name, in call order
     call_seqs: dict[str, int] = {}
-    for event in events:
+    for event in events[start:] if start else events:
         data = event.data
         # Exact-class tests narrow ``data``; validated data has the exact class of
         # its type.
@@ -159,7 +164,12 @@ def close_interrupted_turn(session: Session) -> list[SessionEvent]:
         InvalidEventError: a closer was refused (only possible for a log whose
             surface disagrees with the scan; nothing after it is appended).
     """
+    start = session._open_turn_start
+    if start is None:  # no turn is open: nothing to read
+        return []
     return [
         session.append(type_, data, surface_op=op, source_event_seqs=sources)
-        for type_, data, op, sources in interrupted_turn_closers(session.events)
+        for type_, data, op, sources in interrupted_turn_closers(
+            session.events, start=start
+        )
     ]

@@ -7,6 +7,10 @@ and notifies listeners without blocking. Persistence listens through
 (:mod:`._history`, folded when asked for) and the latest markers
 (:mod:`._markers`, folded as events commit) are incremental folds; :mod:`._views`
 has the live view of the events.
+
+The events are a :class:`DecodedEvents`: a restored log keeps the events it read as
+their JSON lines (compressed, decoded when read; see :mod:`._loaded`), and the events
+appended since are kept as values.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from typing import Final
 import attrs
 
 from ..errors import (
-    ForkBoundaryError,
     InvalidEventError,
     SessionCorruptError,
     SessionReentrancyError,
@@ -35,12 +38,13 @@ from ..values import (
     SessionHeader,
     SessionId,
     SurfaceOp,
-    TurnStart,
     now_ms,
 )
 from ._admission import admitted, check_sources, invalid, typed_event_data
+from ._fork import fork_prefix
 from ._headers import new_header, restored_header
 from ._history import DerivedMessages, HistoryFold
+from ._loaded import LoadedLog
 from ._markers import Markers
 from ._surface import Surface
 from ._views import SessionEvents
@@ -87,7 +91,9 @@ class Session:
     _id: SessionId
     _header: SessionHeader
     _clock: Callable[[], int]
-    _events: list[SessionEvent] = attrs.field(factory=list, init=False)
+    _events: DecodedEvents = attrs.field(factory=DecodedEvents, init=False)
+    _live: list[SessionEvent] = attrs.field(init=False)  # ``_events.values``
+    _base: int = attrs.field(default=0, init=False)  # events kept as lines
     _view: SessionEvents = attrs.field(init=False)
     _surface: Surface = attrs.field(init=False)
     _history: HistoryFold = attrs.field(init=False)
@@ -96,12 +102,13 @@ class Session:
     _publishing: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
+        self._live = self._events.values
         self._view = SessionEvents(self._events)
         self._surface = Surface(self._events)
         self._history = HistoryFold(self._events, self._surface)
 
     def __repr__(self) -> str:
-        return f"<Session {self._id!r}: {len(self._events)} events>"
+        return f"<Session {self._id!r}: {self._base + len(self._live)} events>"
 
     # ------------------------------------------------------------------ construction
 
@@ -215,7 +222,7 @@ class Session:
     @property
     def next_seq(self) -> int:
         """The seq the next appended event gets."""
-        return len(self._events)
+        return self._base + len(self._live)
 
     @property
     def surface(self) -> tuple[int, ...]:
@@ -236,6 +243,11 @@ class Session:
     def open_turn(self) -> int | None:
         """The turn of a ``turn/start`` not yet closed by ``turn/end``, if any."""
         return self._markers.open_turn
+
+    @property
+    def _open_turn_start(self) -> int | None:
+        """The seq of the open turn's ``turn/start`` (``None`` with no open turn)."""
+        return self._markers.open_turn_seq
 
     def request_header(self) -> EpochHeader | None:
         """The header of the latest ``request/header`` event, if any (O(1))."""
@@ -315,7 +327,7 @@ class Session:
                 f'session "{self._id}": append cannot reenter while another '
                 "append is being published"
             )
-        seq = len(self._events)
+        seq = self._base + len(self._live)
         if type.__class__ is not str or not type:
             raise invalid(seq, None, f"type must be a non-empty str, got {type!r:.60}")
         typed = typed_event_data(type, data, seq)
@@ -345,7 +357,7 @@ class Session:
                 "append is being published"
             )
         return self._append_checked(
-            type, data, surface_op, source_event_seqs, len(self._events)
+            type, data, surface_op, source_event_seqs, self._base + len(self._live)
         )
 
     def _append_checked(
@@ -371,7 +383,7 @@ class Session:
             source_event_seqs=sources,
         )
         # Commit: the log, then the surface or the markers (as in ``_admit``).
-        self._events.append(event)
+        self._live.append(event)
         if plan is not None:
             self._surface.apply(plan, seq)
         else:
@@ -403,10 +415,15 @@ class Session:
     def _load(self, events: Sequence[SessionEvent], what: str) -> None:
         """Admit existing events (a seed or a persisted log) without publishing.
 
-        Events a log decoder already checked (a :class:`DecodedEvents` list, except
-        its ``unchecked`` positions) skip the second check of their data.
+        Events a log decoder already checked (a :class:`DecodedEvents`, except its
+        ``unchecked`` positions) skip the second check of their data; a
+        :class:`LoadedLog` was admitted while it was read, so its surface and markers
+        are adopted as they are.
         """
-        unchecked = events.unchecked if events.__class__ is DecodedEvents else None
+        if events.__class__ is LoadedLog and what == "log":
+            self._adopt(events)
+            return
+        unchecked = events.unchecked if isinstance(events, DecodedEvents) else None
         for index, event in enumerate(events):
             try:
                 self._admit(
@@ -425,11 +442,25 @@ class Session:
         plan = self._surface.plan(
             event.type, event.data, event.surface_op, sources, index
         )
-        self._events.append(event)
+        self._live.append(event)
         if plan is not None:
             self._surface.apply(plan, index)
         else:
             self._markers.fold(event)
+
+    def _adopt(self, log: LoadedLog) -> None:
+        """Take over a log admitted as it was read (its lines shared, not copied)."""
+        error = log.error
+        if error is not None:
+            raise SessionCorruptError(str(error), seq=error.seq)
+        events = log.share()
+        self._events = events
+        self._live = events.values
+        self._base = events.compact_count
+        self._view = SessionEvents(events)
+        self._surface = log.surface.copy(events)
+        self._history = HistoryFold(events, self._surface)
+        self._markers = attrs.evolve(log.markers)
 
     # ------------------------------------------------------------------ fork
 
@@ -450,28 +481,7 @@ class Session:
                 it ends stops inside an open turn.
             InvalidSessionIdError: ``child_id`` is not a non-empty string.
         """
-        n = len(self._events)
-        if boundary is None:
-            boundary = n - 1
-        elif boundary.__class__ is not int or not 0 <= boundary < n:
-            raise ForkBoundaryError(
-                f'session "{self._id}": fork boundary {boundary!r:.40} is not an '
-                f"existing seq (the log has {n} events)",
-                boundary=boundary,
-            )
-        prefix = self._events[: boundary + 1]
-        open_turn: int | None = None
-        for event in prefix:
-            if event.type == "turn/start":
-                open_turn = event.data_as(TurnStart).turn
-            elif event.type == "turn/end":
-                open_turn = None
-        if open_turn is not None:
-            raise ForkBoundaryError(
-                f'session "{self._id}": fork boundary {boundary} ends inside open '
-                f"turn {open_turn}",
-                boundary=boundary,
-            )
+        prefix = fork_prefix(self._id, self._events, boundary)
         return Session.create(
             child_id,
             seed=prefix,

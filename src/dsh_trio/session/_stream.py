@@ -19,7 +19,7 @@ chunks and times.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -27,7 +27,10 @@ from ..errors import InvalidStreamChunkError, SessionCorruptError
 from ..values import (
     MAX_SAFE_INTEGER,
     BlockEnd,
+    BlockStart,
     DataShapeError,
+    Finish,
+    FinishReason,
     RawChunkRecord,
     ReasoningBlock,
     ReasoningChunksRecord,
@@ -37,8 +40,10 @@ from ..values import (
     TextBlock,
     TextChunksRecord,
     TextDelta,
+    ToolCallBlock,
     ToolCallChunksRecord,
     ToolCallDelta,
+    Usage,
     checker,
     utf8_ok,
 )
@@ -161,8 +166,10 @@ class StreamAccumulator:
             self._close()
             self._open(_TOOL, index, call_id, name, time_ms, args)
             return
-        self._check(chunk)
-        self._close()
+        if not _plain_raw(chunk):
+            self._check(chunk)  # names the problem
+        if self._kind != _NONE:
+            self._close()
         self._done.append(RawChunkRecord(time_ms, chunk))
         self._count += 1
 
@@ -228,6 +235,67 @@ class StreamAccumulator:
             raise InvalidStreamChunkError(
                 f"stream chunk {self._count} cannot be recorded: {exc.describe('chunk')}"
             ) from None
+
+
+def _ascii(value: Any) -> bool:
+    return value.__class__ is str and value.isascii()
+
+
+def _plain_raw(chunk: Any) -> bool:
+    """Whether ``chunk`` is one of the common raw chunks, plainly valid (hot path).
+
+    True only where the full check would pass: safe ints, ASCII strings, the block
+    types a stream usually closes with and a finish without failure or replay state.
+    Anything else gets the full check. (The tests are spelled out inline: this runs
+    for every raw chunk of every attempt.)
+    """
+    cls = chunk.__class__
+    if cls is BlockStart:
+        index, block_type = chunk.index, chunk.block_type
+        return (
+            index.__class__ is int
+            and -_MAX <= index <= _MAX
+            and block_type.__class__ is str
+            and block_type.isascii()
+        )
+    if cls is BlockEnd:
+        index, block = chunk.index, chunk.block
+        if index.__class__ is not int or not -_MAX <= index <= _MAX:
+            return False
+        if block.__class__ is TextBlock or block.__class__ is ReasoningBlock:
+            text = block.text
+            return text.__class__ is str and text.isascii()
+        return (
+            block.__class__ is ToolCallBlock
+            and _ascii(block.id)
+            and _ascii(block.name)
+            and _ascii(block.arguments)
+        )
+    if cls is Usage:
+        tokens_in, tokens_out = chunk.input_tokens, chunk.output_tokens
+        return (
+            tokens_in.__class__ is int
+            and -_MAX <= tokens_in <= _MAX
+            and tokens_out.__class__ is int
+            and -_MAX <= tokens_out <= _MAX
+            and chunk.cache_read_tokens is None
+            and chunk.cache_write_tokens is None
+            and chunk.reasoning_tokens is None
+        )
+    if cls is Finish:
+        reason = chunk.reason
+        if reason.__class__ is not FinishReason or reason.failure is not None:
+            return False
+        kind: Any = reason.kind
+        return (
+            kind.__class__ is str
+            and kind in _PLAIN_KINDS
+            and chunk.replay_state is None
+        )
+    return False
+
+
+_PLAIN_KINDS: Final = frozenset({"stop", "tool-calls", "max-tokens"})
 
 
 def _corrupt(k: int, record: object, what: str) -> SessionCorruptError:

@@ -14,6 +14,7 @@ in ``source_event_seqs``) with the event. A ``tool/result`` may replace exactly 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final, TypeAlias
 
 import attrs
@@ -47,10 +48,18 @@ class Surface:
     fold over the nodes knows when it must start over.
     """
 
-    _events: list[SessionEvent]
+    _events: Sequence[SessionEvent]
     nodes: list[int] = attrs.field(factory=list, init=False)
     _pos: dict[int, int] = attrs.field(factory=dict, init=False)
     generation: int = attrs.field(default=0, init=False)
+
+    def copy(self, events: Sequence[SessionEvent]) -> Surface:
+        """This surface (nodes, index, generation) over ``events``, an equal log."""
+        other = Surface(events)
+        other.nodes = list(self.nodes)
+        other._pos = dict(self._pos)
+        other.generation = self.generation
+        return other
 
     def plan(
         self,

@@ -80,35 +80,49 @@ class ScriptedModel:
         """How many script entries are left (the default entry is not counted)."""
         return len(self._script)
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Answer ``request`` with the next script entry.
 
-        Records the request first. Checkpoints before each chunk; cancellation stops
-        the stream there (a hanging or gated entry waits cancellably).
+        Records the request and takes the entry when called. The stream checkpoints
+        before each chunk; cancellation stops it there (a hanging or gated entry
+        waits cancellably).
 
-        Raises:
+        Raises (from the stream):
             LlmError: the script is exhausted and there is no default, or the entry
                 fails.
         """
         self.requests.append(request)
         entry = self._script.popleft() if self._script else self._default
-        if entry is None:
-            await trio.lowlevel.checkpoint()
-            raise LlmError(_EXHAUSTED)
-        checkpoint = trio.lowlevel.checkpoint
         if type(entry) is _Chunks:
-            # The hot path (benchmarks stream many scripted replies): no nested
-            # generator, the prebuilt chunk tuple is yielded as is.
-            for chunk in entry.chunks:
-                await checkpoint()
-                yield chunk
-            await checkpoint()
-            if entry.failure is not None:
-                raise LlmError(entry.failure)
-            return
-        async with aclosing(entry.stream(request)) as inner:
-            await checkpoint()
-            async for chunk in inner:
-                await checkpoint()
-                yield chunk  # noqa: ASYNC119
+            # The hot path (benchmarks stream many scripted replies): the prebuilt
+            # chunks, from a generator with no cleanup of its own, so a reader that
+            # stops at the finish closes it without running any of its code.
+            return _replay(entry.chunks, entry.failure)
+        return _entry_stream(entry, request)
+
+
+async def _replay(
+    chunks: tuple[StreamChunk, ...], failure: LlmFailure | None
+) -> AsyncGenerator[StreamChunk, None]:
+    checkpoint = trio.lowlevel.checkpoint
+    for chunk in chunks:
         await checkpoint()
+        yield chunk
+    await checkpoint()
+    if failure is not None:
+        raise LlmError(failure)
+
+
+async def _entry_stream(
+    entry: Script | None, request: ModelRequest
+) -> AsyncGenerator[StreamChunk, None]:
+    checkpoint = trio.lowlevel.checkpoint
+    if entry is None:
+        await checkpoint()
+        raise LlmError(_EXHAUSTED)
+    async with aclosing(entry.stream(request)) as inner:
+        await checkpoint()
+        async for chunk in inner:
+            await checkpoint()
+            yield chunk  # noqa: ASYNC119
+    await checkpoint()

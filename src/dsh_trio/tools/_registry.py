@@ -39,19 +39,29 @@ class ToolRegistry:
         ...
         unregister()
 
+    A registry made with ``base=`` layers its own tools over the base's (a preset
+    generation over the runtime's): lookups and schemas see both, its own tools
+    shadow base tools of the same name, and the parallel bound is the base's.
+
     Args:
         max_parallel_tool_calls: how many parallel-safe bodies may run at once.
+        base: a registry whose tools this one also offers.
 
     Raises:
         ValueError: ``max_parallel_tool_calls`` is not a positive int.
     """
 
-    __slots__ = ("_max_parallel", "_schemas", "_tools")
+    __slots__ = ("_base", "_base_schemas", "_max_parallel", "_schemas", "_tools")
 
-    def __init__(self, max_parallel_tool_calls: int = 10) -> None:
+    def __init__(
+        self, max_parallel_tool_calls: int = 10, *, base: ToolRegistry | None = None
+    ) -> None:
         self._max_parallel = _check_cap(max_parallel_tool_calls)
         self._tools: dict[str, Tool] = {}
         self._schemas: tuple[JsonValue, ...] | None = None
+        self._base = base
+        # The base's schemas the merged ``_schemas`` were built from.
+        self._base_schemas: tuple[JsonValue, ...] | None = None
 
     def __repr__(self) -> str:
         return f"<ToolRegistry tools={list(self.names())} max_parallel_tool_calls={self._max_parallel}>"
@@ -59,6 +69,8 @@ class ToolRegistry:
     @property
     def max_parallel_tool_calls(self) -> int:
         """The bound of the parallel pool; read when each parallel group starts."""
+        if self._base is not None:
+            return self._base.max_parallel_tool_calls
         return self._max_parallel
 
     @max_parallel_tool_calls.setter
@@ -96,21 +108,35 @@ class ToolRegistry:
         return unregister
 
     def get(self, name: str) -> Tool | None:
-        """The tool registered under ``name``, or ``None``."""
-        return self._tools.get(name)
+        """The tool registered under ``name`` (here, else in the base), or ``None``."""
+        found = self._tools.get(name)
+        if found is None and self._base is not None:
+            return self._base.get(name)
+        return found
 
     def names(self) -> tuple[str, ...]:
-        """The registered tool names, sorted."""
-        return tuple(sorted(self._tools))
+        """The registered tool names (the base's too), sorted."""
+        if self._base is None:
+            return tuple(sorted(self._tools))
+        return tuple(sorted({*self._tools, *self._base.names()}))
 
     def schemas(self, agent: Agent) -> tuple[JsonValue, ...]:
         """The JSON schemas of the tools visible to ``agent``, sorted by name."""
-        schemas = self._schemas
-        if schemas is None:
-            schemas = self._schemas = tuple(
-                self._tools[name].schema for name in sorted(self._tools)
+        base = self._base
+        if base is None:
+            schemas = self._schemas
+            if schemas is None:
+                schemas = self._schemas = tuple(
+                    self._tools[name].schema for name in sorted(self._tools)
+                )
+            return schemas
+        below = base.schemas(agent)
+        if self._schemas is None or self._base_schemas is not below:
+            self._base_schemas = below
+            self._schemas = tuple(
+                tool.schema for tool in (self.get(n) for n in self.names()) if tool
             )
-        return schemas
+        return self._schemas
 
     async def execute(
         self,

@@ -22,6 +22,7 @@ import trio
 
 from ..errors import ToolArgumentsError
 from ..values import (
+    MAX_SAFE_INTEGER,
     InboxTarget,
     ToolCallBlock,
     ToolCallData,
@@ -116,6 +117,8 @@ class _Run:
     changed: trio.Event = attrs.field(factory=trio.Event)
 
     async def run(self) -> bool:
+        if len(self.calls) == 1:
+            return await self._run_one()
         cancelled: BaseExceptionGroup[BaseException] | None = None
         try:
             async with trio.open_nursery() as nursery:
@@ -136,6 +139,38 @@ class _Run:
             await trio.lowlevel.checkpoint()
             if cancelled is not None:
                 raise cancelled
+            return False
+        await trio.lowlevel.checkpoint()
+        return self.concluded
+
+    async def _run_one(self) -> bool:
+        """One call (the common case): its body runs in this task, with no nursery.
+
+        Outcomes, events and failures are those of the pooled path: a body escaping
+        with a non-cancellation ``BaseException`` closes the call out and propagates
+        (as the nursery's single leaf would); a cancellation closes it out and
+        propagates.
+        """
+        call = self.calls[0]
+        cancelled = self._cancelled()
+        if not cancelled:
+            try:
+                self._start(call, None)
+                if not call.settled:
+                    assert call.tool is not None
+                    await self._body(call, call.tool, self._context(call))
+                    cancelled = self._cancelled()  # once: the commit reads it too
+                self._commit_ready(cancelled)
+            except BaseException as exc:
+                if _cancellation_only(exc):
+                    self._close_out()
+                    raise
+                self.failed = True
+                self._close_out_after_failure()
+                raise exc from None
+        if cancelled:
+            self._close_out()
+            await trio.lowlevel.checkpoint()  # the turn's scope is cancelled: raises
             return False
         await trio.lowlevel.checkpoint()
         return self.concluded
@@ -227,42 +262,63 @@ class _Run:
 
     def _append_call(self, call: _Call) -> None:
         block = call.block
-        event = self.agent.session.append(
-            "tool/call",
-            ToolCallData(
-                turn=self.turn,
-                step=self.step,
-                call_id=block.id,
-                # A lone surrogate cannot be logged; such a call is refused
-                # (INVALID_ARGS, UNKNOWN_TOOL) and recorded with U+FFFD in its place.
-                name=_loggable(block.name),
-                arguments=_loggable(block.arguments),
-            ),
+        call_id = block.id
+        data = ToolCallData(
+            turn=self.turn,
+            step=self.step,
+            call_id=call_id,
+            # A lone surrogate cannot be logged; such a call is refused
+            # (INVALID_ARGS, UNKNOWN_TOOL) and recorded with U+FFFD in its place.
+            name=_loggable(block.name),
+            arguments=_loggable(block.arguments),
         )
+        session = self.agent.session
+        if (
+            self.turn.__class__ is int
+            and self.step.__class__ is int
+            and 0 <= self.turn <= MAX_SAFE_INTEGER
+            and 0 <= self.step <= MAX_SAFE_INTEGER
+            and call_id.__class__ is str
+            and call_id.isascii()
+            and block.name.__class__ is str
+            and block.arguments.__class__ is str
+        ):
+            # Every field is a safe int or a loggable str: the shape check would
+            # find nothing.
+            event = session._append_trusted("tool/call", data)
+        else:
+            event = session.append("tool/call", data)
         call.call_seq = event.seq
         self.started += 1
 
-    def _start(self, call: _Call, nursery: trio.Nursery) -> None:
+    def _start(self, call: _Call, nursery: trio.Nursery | None) -> None:
+        """Append the call's ``tool/call`` and start its body in ``nursery``.
+
+        A refused call is settled at once. With no nursery the caller runs the body.
+        """
         self._prepare(call)
         self._append_call(call)
         if call.rejected is not None or call.tool is None:
             call.outcome = call.rejected
             call.settled = True
             return
-        ctx = ToolContext(
+        self.in_flight += 1
+        if nursery is not None:
+            nursery.start_soon(
+                self._body,
+                call,
+                call.tool,
+                self._context(call),
+                name=f"tool {call.tool.name} ({call.block.id})",
+            )
+
+    def _context(self, call: _Call) -> ToolContext:
+        return ToolContext(
             agent=self.agent,
             call_id=call.block.id,
             signal=self.signal,
             turn=self.turn,
             step=self.step,
-        )
-        self.in_flight += 1
-        nursery.start_soon(
-            self._body,
-            call,
-            call.tool,
-            ctx,
-            name=f"tool {call.tool.name} ({call.block.id})",
         )
 
     async def _body(self, call: _Call, tool: Tool, ctx: ToolContext) -> None:
@@ -283,18 +339,21 @@ class _Run:
 
     # ------------------------------------------------------------------ committing
 
-    def _commit_ready(self) -> None:
+    def _commit_ready(self, cancelled: bool | None = None) -> None:
         calls = self.calls
         while (
             not self.failed
             and self.committed < self.started
             and calls[self.committed].settled
         ):
-            self._commit(calls[self.committed])
+            self._commit(calls[self.committed], cancelled)
 
-    def _commit(self, call: _Call) -> None:
+    def _commit(self, call: _Call, cancelled: bool | None = None) -> None:
+        """Append ``call``'s result; ``cancelled`` is :meth:`_cancelled` if known."""
         outcome = call.outcome if call.outcome is not None else aborted(())
-        if not outcome.is_error and self._cancelled():
+        if not outcome.is_error and (
+            self._cancelled() if cancelled is None else cancelled
+        ):
             # A body that finished after the abort: its work is not reported as done.
             outcome = aborted(outcome.contexts)
         self._append_result(call, outcome)

@@ -53,7 +53,6 @@ from ._chunks import (
     Usage as Usage,
 )
 from ._codec import (
-    DecodedEvents as DecodedEvents,
     data_from_json as data_from_json,
     decode_event as decode_event,
     event_from_json as event_from_json,
@@ -62,10 +61,12 @@ from ._codec import (
     header_to_json as header_to_json,
     typed_data as typed_data,
 )
+from ._compact import DecodedEvents as DecodedEvents
 from ._content import (
     SYSTEM_PROMPT_PLUGIN as SYSTEM_PROMPT_PLUGIN,
     AssistantMessage as AssistantMessage,
     ContentBlock as ContentBlock,
+    ContextSection as ContextSection,
     ImageBlock as ImageBlock,
     Message as Message,
     MessageSource as MessageSource,
@@ -129,5 +130,10 @@ from ._json import (
     check_json as check_json,
     check_json_value as check_json_value,
     utf8_ok as utf8_ok,
+)
+from ._jsonline import (
+    JSON_ACCELERATOR as JSON_ACCELERATOR,
+    parse_json_line as parse_json_line,
+    parse_json_line_stdlib as parse_json_line_stdlib,
 )
 from ._rules import run_times_ok as run_times_ok

@@ -14,7 +14,8 @@ The header line is ``{"type": "session", ...}``. Outside data enters through
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 import attrs
 import cattrs
@@ -30,7 +31,7 @@ from ._event_data import (
     SurfaceOp,
     SurfaceReplace,
 )
-from ._fast import Slow, fast_data
+from ._fast import Slow, direct_setters, fast_data
 from ._ids import JsonValue
 from ._json import check_json
 
@@ -38,7 +39,6 @@ __all__ = [
     "event_to_json",
     "event_from_json",
     "decode_event",
-    "DecodedEvents",
     "header_to_json",
     "header_from_json",
     "data_from_json",
@@ -166,19 +166,40 @@ def event_from_json(obj: object, *, expected_seq: int | None = None) -> SessionE
     return decode_event(obj, expected_seq)[0]
 
 
-class DecodedEvents(list[SessionEvent]):
-    """Events decoded from a log by :func:`decode_event`, in order.
+def _event_builder() -> Callable[..., SessionEvent]:
+    """``SessionEvent(...)`` from its seven fields in order, without the
+    ``__init__`` call when it only stores them (a log holds many events)."""
+    names: tuple[str, ...] = ("seq", "time", "type", "data", "surface_op")
+    names += ("source_event_seqs", "ignorable")
+    setters = direct_setters(SessionEvent)
+    if setters is None or tuple(setters) != names:  # pragma: no cover
+        return lambda *values: SessionEvent(**dict(zip(names, values, strict=True)))
+    s_seq, s_time, s_type, s_data, s_op, s_sources, s_ignorable = setters.values()
+    new = object.__new__
 
-    ``unchecked`` holds the positions whose data did not pass the checkers while
-    being decoded; ``Session.restore`` checks those (and only those) again. Build
-    one only from :func:`decode_event` results, appending in order.
-    """
+    def build(
+        seq: int,
+        time: int,
+        type_: str,
+        data: EventData | JsonValue,
+        surface_op: SurfaceOp | None,
+        sources: tuple[int, ...] | None,
+        ignorable: bool,
+    ) -> SessionEvent:
+        event: SessionEvent = new(SessionEvent)
+        s_seq(event, seq)
+        s_time(event, time)
+        s_type(event, type_)
+        s_data(event, data)
+        s_op(event, surface_op)
+        s_sources(event, sources)
+        s_ignorable(event, ignorable)
+        return event
 
-    __slots__ = ("unchecked",)
+    return build
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.unchecked: set[int] = set()
+
+_new_event: Final = _event_builder()
 
 
 def decode_event(
@@ -194,6 +215,40 @@ def decode_event(
     Raises:
         SessionCorruptError: as :func:`event_from_json`.
     """
+    if obj.__class__ is dict:
+        # The common line, checked in one pass: the four keys (and an appending
+        # surfaceOp on a surface event), data the fast decoder takes. Anything else
+        # takes the full path below, which gives the same event or the error.
+        n = len(obj)
+        get = obj.get
+        seq, type_, time_ = get("seq"), get("type"), get("time")
+        op = get("surfaceOp") if n == 5 else None
+        if (
+            (n == 4 or (op == "append" and op.__class__ is str))
+            and seq.__class__ is int
+            and seq >= 0
+            and (expected_seq is None or seq == expected_seq)
+            and time_.__class__ is int
+            and type_.__class__ is str
+            and "data" in obj
+            and (op is None or type_ in SURFACE_TYPES)
+        ):
+            try:
+                fast = fast_data(type_, get("data"))
+            except Slow:
+                pass
+            else:
+                # ``fast_data`` takes known, non-empty types only (obsolete ones
+                # included are unknown to it).
+                return _new_event(
+                    seq,
+                    time_,
+                    type_,
+                    fast,
+                    None if op is None else "append",
+                    None,
+                    False,
+                ), True
     seq = obj.get("seq") if isinstance(obj, dict) else None
     where_seq = seq if type(seq) is int else expected_seq
     try:
@@ -248,14 +303,8 @@ def decode_event(
             surface_op is not None or sources is not None
         ) and type_ not in SURFACE_TYPES:
             raise ValueError(f"{type_} may not carry surfaceOp or sourceEventSeqs")
-        return SessionEvent(
-            seq=seq,
-            time=time_,
-            type=type_,
-            data=data,
-            surface_op=surface_op,
-            source_event_seqs=sources,
-            ignorable=ignorable,
+        return _new_event(
+            seq, time_, type_, data, surface_op, sources, ignorable
         ), checked
     except SessionCorruptError:
         raise

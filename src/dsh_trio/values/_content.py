@@ -70,13 +70,24 @@ class UserSource:
 
 
 @attrs.frozen
+class ContextSection:
+    """One named part of a runtime-context snapshot (``{"name", "text"}`` on disk)."""
+
+    name: str
+    text: str
+
+
+@attrs.frozen
 class PluginSource:
-    """The message came from a plugin (``form`` names its role, e.g. ``"snapshot"``)."""
+    """The message came from a plugin (``form`` names its role, e.g. ``"snapshot"``).
+
+    A runtime-context snapshot carries its parts in ``sections``.
+    """
 
     TAG: ClassVar[str] = "plugin"
     plugin: str
     form: str | None = None
-    sections: tuple[str, ...] | None = None
+    sections: tuple[ContextSection, ...] | None = None
     summary: str | None = None
 
 

@@ -32,126 +32,36 @@ from ._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
-    RawChunkRecord,
     ReasoningDelta,
     StreamChunk,
-    StreamRecord,
     TextDelta,
     ToolCallDelta,
     Usage,
 )
 from ._content import ContentBlock, Message, MessageSource
 from ._converter import _camel, _tag_of, structure
-from ._event_data import EVENT_DATA_TYPES, AssistantMessageData
-from ._json import MAX_SAFE_INTEGER, DataShapeError, check_json, utf8_ok
+from ._event_data import EVENT_DATA_TYPES
+from ._fast_leaves import (
+    MISSING,
+    SHARED_FIELDS,
+    Slow,
+    bool_,
+    direct_setters,
+    int_,
+    int_tuple,
+    json_,
+    share,
+    str_,
+    str_tuple,
+)
+from ._json import MAX_SAFE_INTEGER, DataShapeError, utf8_ok
 from ._rules import RULES
 
-__all__ = ["Slow", "fast_data"]
-
-Decode = Callable[[Any], Any]
-
-
-class Slow(Exception):
-    """The fast decoder does not take this input; use the general converter."""
-
+__all__ = ["Slow", "direct_setters", "fast_data"]
 
 _SLOW: Final = Slow  # raised as the class: a fresh instance each time
-_MISSING: Final = object()
 
-
-# --------------------------------------------------------------------------- leaves
-
-
-def _int(v: Any) -> int:
-    if v.__class__ is not int or not -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
-        raise _SLOW
-    return v
-
-
-def _str(v: Any) -> str:
-    if v.__class__ is not str or not (v.isascii() or utf8_ok(v)):
-        raise _SLOW
-    return v
-
-
-def _bool(v: Any) -> bool:
-    if v.__class__ is not bool:
-        raise _SLOW
-    return v
-
-
-def _json(v: Any) -> Any:
-    try:
-        return check_json(v)
-    except TypeError:
-        raise _SLOW from None
-
-
-def _int_tuple(v: Any) -> tuple[int, ...]:
-    if v.__class__ is not list:
-        raise _SLOW
-    for x in v:
-        if x.__class__ is not int or not -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER:
-            raise _SLOW
-    return tuple(v)
-
-
-def _str_tuple(v: Any) -> tuple[str, ...]:
-    if v.__class__ is not list:
-        raise _SLOW
-    for x in v:
-        if x.__class__ is not str or not (x.isascii() or utf8_ok(x)):
-            raise _SLOW
-    return tuple(v)
-
-
-# --------------------------------------------------------------------------- sharing
-
-#: String fields whose values repeat across a log (routes, tool names, block kinds,
-#: error codes): equal values are kept once. Ids and texts are not shared (they
-#: rarely repeat, and a table entry would cost more than it saves).
-_SHARED_FIELDS: Final = frozenset({"provider", "model", "name", "block_type", "code"})
-_SHARED_MAX: Final = 4096
-_SHARED_LEN: Final = 64
-_shared: dict[str, str] = {}
-
-
-def _share(v: str) -> str:
-    found = _shared.get(v)
-    if found is not None:
-        return found
-    if len(v) <= _SHARED_LEN and len(_shared) < _SHARED_MAX:
-        _shared[v] = v
-    return v
-
-
-def _share_blocks(data: AssistantMessageData) -> AssistantMessageData:
-    """``data`` whose stream's closing blocks are the message's own block objects.
-
-    A ``block-end`` chunk carries the finished block, which the message content
-    holds too (an equal value): keep it once. Values are equal either way.
-    """
-    content = data.message.content
-    if not content:
-        return data
-    stream = data.stream
-    records: list[StreamRecord] | None = None
-    for k, record in enumerate(stream):
-        if not isinstance(record, RawChunkRecord):
-            continue
-        chunk = record.chunk
-        if not isinstance(chunk, BlockEnd):
-            continue
-        block = chunk.block
-        for own in content:
-            if own is not block and own == block:
-                if records is None:
-                    records = list(stream)
-                records[k] = RawChunkRecord(record.time, BlockEnd(chunk.index, own))
-                break
-    if records is None:
-        return data
-    return attrs.evolve(data, stream=tuple(records))
+Decode = Callable[[Any], Any]
 
 
 # --------------------------------------------------------------------------- builders
@@ -188,13 +98,13 @@ def _is_json_alias(tp: object) -> bool:
 
 def _build(tp: object) -> Decode:
     if _is_json_alias(tp):
-        return _json
+        return json_
     if tp is int:
-        return _int
+        return int_
     if tp is str:
-        return _str
+        return str_
     if tp is bool:
-        return _bool
+        return bool_
     supertype = getattr(tp, "__supertype__", None)
     if supertype is not None:  # typing.NewType
         return _decoder(supertype)
@@ -283,10 +193,29 @@ def _optional(tp: object) -> Decode:
 
 def _tuple(item_type: object) -> Decode:
     if item_type is int:
-        return _int_tuple
+        return int_tuple
     if item_type is str:
-        return _str_tuple
+        return str_tuple
     item = _decoder(item_type)
+    tagged = _TAGGED.get(item)
+    if tagged is not None:  # the union's dispatch inline: one call per item
+        key, table = tagged
+        get: Callable[[Any], Decode | None] = table.get
+
+        def decode_tagged(v: Any) -> Any:
+            if v.__class__ is not list:
+                raise _SLOW
+            out = []
+            for x in v:
+                if x.__class__ is not dict:
+                    raise _SLOW
+                fn = get(x.get(key))  # an unhashable tag raises: the slow path
+                if fn is None:
+                    raise _SLOW
+                out.append(fn(x))
+            return tuple(out)
+
+        return decode_tagged
 
     def decode(v: Any) -> Any:
         if v.__class__ is not list:
@@ -294,6 +223,11 @@ def _tuple(item_type: object) -> Decode:
         return tuple([item(x) for x in v])
 
     return decode
+
+
+#: The tagged-union decoders, with their tag key and tag → decoder table, so a
+#: caller can dispatch inline.
+_TAGGED: dict[Decode, tuple[str, dict[str, Decode]]] = {}
 
 
 def _tagged(members: tuple[Any, ...]) -> Decode:
@@ -314,6 +248,8 @@ def _tagged(members: tuple[Any, ...]) -> Decode:
             raise _SLOW
         return fn(v)
 
+    assert key is not None
+    _TAGGED[decode] = (key, table)
     return decode
 
 
@@ -363,18 +299,22 @@ def _chunk_decoder() -> Decode:
 
 def _attrs_class(cls: type[Any]) -> Decode:
     # Straight-line code: one block per field. A field whose key is absent takes
-    # its default (the key is not passed), as the general converter does.
+    # its default (the key is not passed), as the general converter does. A class
+    # whose ``__init__`` only stores its arguments is built slot by slot (what its
+    # ``__init__`` stores, without the call).
+    setters = direct_setters(cls)
     hints = {f.name: f.type for f in attrs.fields(attrs.resolve_types(cls))}
     tag_key, tag = (None, None) if cls is Usage else _tag_of(cls)
     ns: dict[str, Any] = {
         "cls": cls,
         "SLOW": _SLOW,
-        "MISSING": _MISSING,
+        "MISSING": MISSING,
         "M": MAX_SAFE_INTEGER,
         "utf8_ok": utf8_ok,
         "DataShapeError": DataShapeError,
         "extra": RULES.get(cls),
-        "share": _share,
+        "share": share,
+        "new": object.__new__,
     }
     lines = ["def decode(o):", "    if o.__class__ is not dict:", "        raise SLOW"]
     lines.append("    n = 0")
@@ -388,7 +328,7 @@ def _attrs_class(cls: type[Any]) -> Decode:
             "            raise SLOW",
             "        n = 1",
         ]
-    lines.append("    kw = {}")
+    lines.append("    kw = {}" if setters is None else "    value = new(cls)")
     for k, field in enumerate(attrs.fields(cls)):
         wire = _camel(field.name)
         tp = hints[field.name]
@@ -416,20 +356,43 @@ def _attrs_class(cls: type[Any]) -> Decode:
                 "        if v.__class__ is not str or not (v.isascii() or utf8_ok(v)):",
                 "            raise SLOW",
             ]
-            if field.name in _SHARED_FIELDS:
+            if field.name in SHARED_FIELDS:
                 lines.append("        v = share(v)")
         elif tp is bool:
             lines += ["        if v.__class__ is not bool:", "            raise SLOW"]
         else:
             name = f"d{k}"
-            ns[name] = _decoder(tp)
-            lines.append(f"        v = {name}(v)")
-        lines.append(f"        kw[{field.alias!r}] = v")
-    lines += [
-        f"    if n + {required} != len(o):",
-        "        raise SLOW",
-        "    value = cls(**kw)",
-    ]
+            ns[name] = inner = _decoder(tp)
+            tagged = _TAGGED.get(inner)
+            if tagged is None:
+                lines.append(f"        v = {name}(v)")
+            else:  # the union's dispatch inline (an unhashable tag raises)
+                ns[f"K{k}"], table = tagged
+                ns[f"g{k}"] = table.get
+                lines += [
+                    "        if v.__class__ is not dict:",
+                    "            raise SLOW",
+                    f"        fn = g{k}(v.get(K{k}))",
+                    "        if fn is None:",
+                    "            raise SLOW",
+                    "        v = fn(v)",
+                ]
+        if setters is None:
+            lines.append(f"        kw[{field.alias!r}] = v")
+            continue
+        ns[f"s{k}"] = setters[field.name]
+        lines.append(f"        s{k}(value, v)")
+        if field.default is not attrs.NOTHING:  # absent: the default
+            default = field.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                ns[f"f{k}"] = default.factory
+                lines += ["    else:", f"        s{k}(value, f{k}())"]
+            else:
+                ns[f"v{k}"] = default
+                lines += ["    else:", f"        s{k}(value, v{k})"]
+    lines += [f"    if n + {required} != len(o):", "        raise SLOW"]
+    if setters is None:
+        lines.append("    value = cls(**kw)")
     if ns["extra"] is not None:
         lines += [
             "    try:",
@@ -447,14 +410,7 @@ def _attrs_class(cls: type[Any]) -> Decode:
 
 
 def _event_decoder(cls: type[Any]) -> Decode:
-    decode = _decoder(cls)
-    if cls is AssistantMessageData:
-        inner = decode
-
-        def decode(v: Any) -> Any:
-            return _share_blocks(inner(v))
-
-    return decode
+    return _decoder(cls)
 
 
 # Built on first use, all at once under a lock, so loads in several worker threads

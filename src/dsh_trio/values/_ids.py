@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import enum
+import os
 import time
-import uuid
 from typing import Final, NewType, TypeAlias
 
 SessionId = NewType("SessionId", str)
@@ -18,9 +18,20 @@ JsonValue: TypeAlias = (
 )
 
 
+# uuid4 bits: version 4 in bits 76-79, the RFC 4122 variant (0b10) in bits 62-63.
+_UUID4_KEEP: Final = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET: Final = (0x4000 << 64) | (0x8000 << 48)
+_urandom = os.urandom
+
+
 def new_message_id() -> MessageId:
-    """Return a fresh random message id (uuid4 text)."""
-    return MessageId(str(uuid.uuid4()))
+    """Return a fresh random message id (uuid4 text).
+
+    The same text as ``str(uuid.uuid4())`` (16 bytes of ``os.urandom``, version and
+    variant bits set), built without a :class:`uuid.UUID`: a turn makes several.
+    """
+    h = f"{int.from_bytes(_urandom(16)) & _UUID4_KEEP | _UUID4_SET:032x}"
+    return MessageId(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
 
 
 #: The session log format this library reads and writes (the reference's v3).

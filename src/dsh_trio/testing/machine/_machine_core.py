@@ -45,6 +45,7 @@ from . import (
     _activity_oracles as activity_oracles,
     _inbox_oracles as inbox_oracles,
     _invariants as invariants,
+    _preset_oracle as preset_oracle,
 )
 from ._checker import LogChecker
 from ._harness import ModelDesk, RuntimeHost, release_one
@@ -80,6 +81,7 @@ class MachineCore(RuleBasedStateMachine):
             kwargs: dict[str, Any] = {
                 "models": {"scripted": self.desk.model},
                 "system_prompt": self.system_prompt,
+                "presets": preset_oracle.MACHINE_PRESETS,
             }
             kwargs.update(self.runtime_options())
             self.host = RuntimeHost(self.loop, **kwargs)
@@ -300,6 +302,7 @@ class MachineCore(RuleBasedStateMachine):
         for subject in self.subjects:
             invariants.check_subject(subject)
             invariants.check_scoped_listener(subject, self._by_agent)
+            preset_oracle.check_preset_binding(self.runtime, subject)
         invariants.check_tree(self.runtime, self.subjects)
         invariants.check_idle_holds_no_task(self.live_subjects(), self.host)
 

@@ -32,6 +32,7 @@ from .._strategies import (
     user_messages,
 )
 from ._machine_core import MachineCore
+from ._preset_oracle import select_preset
 from ._subject import Subject, Waiter, run_waiter
 
 __all__ = ["AgentStateMachine"]
@@ -234,6 +235,15 @@ class AgentStateMachine(MachineCore):
                 self.apply(Answer("fail", code=code))
             elif not self.loop.call(advance_to_next_deadline, self.clock):
                 return
+
+    @rule(pick=st.integers(0, 3), which=st.integers(0, 1))
+    def select_preset(self, pick: int, which: int) -> None:
+        """``presets.select`` on a node: refused once it started a turn, else one durable
+        ``agent-preset/selected`` and one live event, and the agent is rebound."""
+        presets = [i.id for i in self.runtime.presets.list() if i.broken is None]
+        if presets:
+            preset = presets[which % len(presets)]
+            select_preset(self.loop, self.runtime, self._node(pick), preset)
 
     # ------------------------------------------------------------------ the ownership tree
 

@@ -1,0 +1,144 @@
+"""``dsh-trio model``: show or save the default model the chat uses when no flag names one.
+
+The default lives in ``profile.toml`` in the config folder, the parent of the session
+directory (``~/.dsh/profile.toml`` for the default ``~/.dsh/sessions``), as the
+``[default_model]`` table of :class:`dsh_trio.composition.DefaultModel`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Final, TextIO
+
+import trio
+
+from ..composition import DefaultModel, ModelSelection
+from ._config import SESSION_DIR_ENV, Route, UsageError, resolve_session_dir
+
+__all__ = [
+    "PROFILE_FILE",
+    "add_model_command",
+    "default_route",
+    "profile_path",
+    "run_model",
+]
+
+#: The profile's file name in the config folder.
+PROFILE_FILE: Final = "profile.toml"
+
+_DESCRIPTION: Final = f"""\
+Show the default model, or save one with `set`. `dsh-trio chat` uses it when no
+--provider, --base-url or --model is given (a resumed session keeps its own model).
+It is saved in {PROFILE_FILE} in the config folder, the parent of the session
+directory (default ~/.dsh/{PROFILE_FILE}); other settings in that file are kept.
+
+examples:
+  dsh-trio model
+  dsh-trio model set deepseek deepseek-reasoner --effort high
+  dsh-trio model set ollama llama3.2"""
+
+
+def profile_path(session_dir: str) -> str:
+    """The profile of the config folder that holds ``session_dir``."""
+    return os.path.join(os.path.dirname(session_dir.rstrip(os.sep)), PROFILE_FILE)
+
+
+def add_model_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Add ``dsh-trio model [set PROVIDER MODEL [--effort E]]`` to ``commands``."""
+    model = commands.add_parser(
+        "model",
+        help="show or save the default model of the chat",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    model.set_defaults(run=run_model, action="show")
+    _add_session_dir(model)
+    actions = model.add_subparsers(dest="action", metavar="ACTION")
+    save = actions.add_parser(
+        "set",
+        help="save PROVIDER and MODEL as the default",
+        description="Save PROVIDER and MODEL (and a reasoning effort) as the default model.",
+    )
+    save.add_argument(
+        "provider", metavar="PROVIDER", help="e.g. deepseek, openai, ollama"
+    )
+    save.add_argument("model", metavar="MODEL", help="e.g. deepseek-chat")
+    save.add_argument(
+        "--effort",
+        metavar="E",
+        help="reasoning effort, e.g. low, medium, high (omitted: the model's default)",
+    )
+    _add_session_dir(save)
+
+
+def _add_session_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--session-dir",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help=f"the session directory; the profile is in its parent folder (default: ${SESSION_DIR_ENV})",
+    )
+
+
+def describe(selection: ModelSelection) -> str:
+    """``provider/model``, with the effort when one is set."""
+    effort = (
+        f" (reasoning effort {selection.reasoning_effort})"
+        if selection.reasoning_effort
+        else ""
+    )
+    return f"{selection.provider}/{selection.model}{effort}"
+
+
+def run_model(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Run ``dsh-trio model``: print the default, or save one (``set``). Blocking."""
+    out = sys.stdout if out is None else out
+    session_dir = resolve_session_dir(getattr(args, "session_dir", None), os.environ)
+    path = profile_path(session_dir)
+    default = DefaultModel(path)
+    if args.action == "set":
+        try:
+            selection = ModelSelection(
+                provider=args.provider, model=args.model, reasoning_effort=args.effort
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc).replace("ModelSelection.", "")) from None
+        trio.run(default.save_selection, selection)
+        print(f"default model: {describe(selection)} (saved in {path})", file=out)
+        return 0
+    current = default.current_selection()
+    if current is None:
+        print(
+            f"no default model saved in {path}; the chat uses the offline demo model "
+            "(save one with: dsh-trio model set PROVIDER MODEL)",
+            file=out,
+        )
+        return 0
+    print(f"default model: {describe(current)} ({path})", file=out)
+    return 0
+
+
+def default_route(route: Route, session_dir: str) -> tuple[Route, str | None]:
+    """``route``, or the profile's default when no flag names a model; and its effort.
+
+    A route with a provider, a base URL or a model is kept as it is (effort ``None``).
+    """
+    if (
+        route.provider is not None
+        or route.base_url is not None
+        or route.model is not None
+    ):
+        return route, None
+    selection = DefaultModel(profile_path(session_dir)).current_selection()
+    if selection is None:
+        return route, None
+    chosen = Route(
+        provider=selection.provider,
+        model=selection.model,
+        api_key_env=route.api_key_env,
+    )
+    return chosen, selection.reasoning_effort

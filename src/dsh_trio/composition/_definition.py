@@ -1,0 +1,418 @@
+"""Preset documents: ``PresetDefinition``, ``PluginRow`` and the YAML shape they come from."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Union
+
+import attrs
+import yaml
+
+from ..errors import PresetError
+
+if TYPE_CHECKING:
+    from ..values import JsonValue
+
+__all__ = [
+    "PluginRow",
+    "PresetDefinition",
+    "check_definition",
+    "dump_preset",
+    "load_preset",
+    "parse_preset",
+    "read_yaml",
+]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_ROW_KEYS = frozenset({"name", "id", "config", "disabled", "group"})
+_PRESET_KEYS = frozenset({"id", "name", "description", "order", "plugins"})
+
+#: A row's config: options for its setup function, or the nested rows of a group.
+RowConfig = Union["Mapping[str, JsonValue]", "tuple[PluginRow, ...]"]
+
+
+@attrs.frozen(kw_only=True)
+class PluginRow:
+    """One plugin row of a preset: an import path to a setup function, and its config.
+
+    ``name`` is ``"package.module:function"`` (``"package.module"`` alone means its
+    ``setup``); the function is called once per preset generation as
+    ``setup(scope, config)``. A row with ``group=True`` nests rows: its ``config`` is a
+    tuple of :class:`PluginRow`. A ``disabled`` row is skipped.
+
+    Example::
+
+        PluginRow(name="my_app.plugins:search", config={"index": "docs"})
+    """
+
+    name: str
+    id: str | None = None
+    config: RowConfig = _EMPTY
+    disabled: bool = False
+    group: bool = False
+
+    @property
+    def label(self) -> str:
+        """How messages name the row: its id, else its name."""
+        return self.id if self.id else self.name
+
+
+@attrs.frozen(kw_only=True)
+class PresetDefinition:
+    """A named composition: the plugin rows a preset generation activates, in order.
+
+    Example::
+
+        PresetDefinition(id="coder", plugins=(PluginRow(name="my_app.plugins:files"),))
+    """
+
+    id: str
+    plugins: tuple[PluginRow, ...]
+    name: str | None = None
+    description: str | None = None
+    order: float | None = None
+
+
+#: How deep groups (and a row's config) may nest; deeper is refused, which also
+#: stops a self-referencing YAML alias.
+MAX_DEPTH = 32
+
+
+def _where(path: str, key: str | int) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+
+
+def _import_path_problem(name: str) -> str | None:
+    """Why ``name`` is not ``package.module[:function]``, or ``None`` when it is."""
+    module, colon, function = name.partition(":")
+    if not all(part.isidentifier() for part in module.split(".")):
+        return f"{module!r} is not a dotted module name"
+    if colon and not function.isidentifier():
+        return f"{function!r} is not a function name"
+    return None
+
+
+def _check_json(
+    value: object, where: str, depth: int, done: set[int], active: set[int]
+) -> None:
+    """Refuse what is not a JSON value; ``done`` makes shared (aliased) nodes cost once."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return
+    if not isinstance(value, (Mapping, list, tuple)):
+        raise PresetError(
+            f"{where} is a {type(value).__name__}, not a JSON value "
+            f"(quote it in YAML to keep it a string): {value!r:.60}"
+        )
+    key = id(value)
+    if key in done:
+        return
+    if key in active:
+        raise PresetError(f"{where} refers to itself (a recursive YAML alias)")
+    if depth > MAX_DEPTH:
+        raise PresetError(f"{where} nests deeper than {MAX_DEPTH} levels")
+    active.add(key)
+    if isinstance(value, Mapping):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise PresetError(f"{where} has a non-string key {k!r:.60}")
+            _check_json(item, _where(where, k), depth + 1, done, active)
+    else:
+        for i, item in enumerate(value):
+            _check_json(item, _where(where, i), depth + 1, done, active)
+    active.discard(key)
+    done.add(key)
+
+
+def _check_row(
+    row: object,
+    where: str,
+    depth: int,
+    wrong_type: type[Exception],
+    *,
+    nested: bool = True,
+) -> None:
+    """Check one built row (and, if ``nested``, a group's rows).
+
+    ``wrong_type`` is raised for a field of the wrong type: ``TypeError`` for rows
+    built in Python, ``PresetError`` for rows read from a document.
+    """
+    if not isinstance(row, PluginRow):
+        raise wrong_type(f"{where} must be a PluginRow, got {row!r:.60}")
+    name: object = row.name
+    if not isinstance(name, str):
+        raise wrong_type(f"{where}.name must be a string, got {name!r:.60}")
+    if not name.strip():
+        raise PresetError(f"{where}.name must be a non-empty string, got {name!r}")
+    for key in ("disabled", "group"):
+        flag: object = getattr(row, key)
+        if not isinstance(flag, bool):
+            raise wrong_type(
+                f"{_where(where, key)} must be a boolean, got {flag!r:.60}"
+            )
+    row_id: object = row.id
+    if row_id is not None and not isinstance(row_id, str):
+        raise wrong_type(f"{where}.id must be a string, got {row_id!r:.60}")
+    config: object = row.config
+    if row.group:
+        if isinstance(config, Mapping) and not config:
+            config = ()  # the default config: no rows
+        if not isinstance(config, tuple):
+            raise wrong_type(
+                f'{where}.config of group "{name}" must be a tuple of PluginRow, '
+                f"got {config!r:.60}"
+            )
+        if not config:
+            raise PresetError(f'{where}: group "{name}" has no rows under config')
+        if depth >= MAX_DEPTH:
+            raise PresetError(f"{where}: groups nest deeper than {MAX_DEPTH} levels")
+        for i, inner in enumerate(config if nested else ()):
+            _check_row(inner, f"{where}.config[{i}]", depth + 1, wrong_type)
+        return
+    problem = _import_path_problem(name)
+    if problem is not None:
+        raise PresetError(
+            f'{where}.name "{name}" must be an import path '
+            f'"package.module:function" ({problem})'
+        )
+    if not isinstance(config, Mapping):
+        raise wrong_type(f"{where}.config must be a mapping, got {config!r:.60}")
+    _check_json(config, f"{where}.config", 0, set(), set())
+
+
+def check_definition(definition: object) -> None:
+    """Check a definition built in Python before it is registered.
+
+    Raises:
+        TypeError: ``definition`` is not a :class:`PresetDefinition`, or a field has
+            the wrong type (the message names the row and the field).
+        PresetError: a value is malformed (blank id or name, a name that is not an
+            import path, a group without rows, config that is not JSON).
+    """
+    if not isinstance(definition, PresetDefinition):
+        raise TypeError(f"expected a PresetDefinition, got {definition!r:.60}")
+    preset_id: object = definition.id
+    if not isinstance(preset_id, str) or not preset_id.strip():
+        raise PresetError(
+            f"a preset id must be a non-blank string, got {preset_id!r:.60}"
+        )
+    where = f'preset "{preset_id}"'
+    for key in ("name", "description"):
+        value: object = getattr(definition, key)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{where}.{key} must be a string, got {value!r:.60}")
+    _check_order(definition.order, where, TypeError)
+    plugins: object = definition.plugins
+    if not isinstance(plugins, tuple):
+        raise TypeError(
+            f"{where}.plugins must be a tuple of PluginRow, got {plugins!r:.60}"
+        )
+    for i, row in enumerate(plugins):
+        _check_row(row, f"{where}.plugins[{i}]", 0, TypeError)
+
+
+def _check_order(order: object, where: str, wrong_type: type[Exception]) -> None:
+    if order is None:
+        return
+    if isinstance(order, bool) or not isinstance(order, (int, float)):
+        raise wrong_type(f"{where}.order must be a number, got {order!r:.60}")
+    if not math.isfinite(order):
+        raise PresetError(f"{where}.order must be a finite number, got {order!r}")
+
+
+def _optional_str(doc: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = doc.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise PresetError(f"{_where(where, key)} must be a string, got {value!r:.60}")
+
+
+def _parse_row(
+    raw: object, where: str, depth: int, within: frozenset[int]
+) -> PluginRow:
+    if not isinstance(raw, Mapping):
+        raise PresetError(f"{where} must be a mapping (a plugin row), got {raw!r:.60}")
+    unknown = set(raw) - _ROW_KEYS
+    if unknown:
+        raise PresetError(
+            f"{where} has unknown keys {sorted(map(str, unknown))} (allowed: {sorted(_ROW_KEYS)})"
+        )
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise PresetError(f"{where}.name must be a non-empty string, got {name!r:.60}")
+    group = raw.get("group", False)
+    config = raw.get("config")
+    parsed: object
+    if group is True:
+        if depth >= MAX_DEPTH:
+            raise PresetError(f"{where}: groups nest deeper than {MAX_DEPTH} levels")
+        parsed = _parse_rows(
+            config if config is not None else [], f"{where}.config", depth + 1, within
+        )
+    elif config is None:
+        parsed = _EMPTY
+    elif isinstance(config, Mapping):
+        parsed = MappingProxyType(dict(config))
+    else:
+        raise PresetError(f"{where}.config must be a mapping, got {config!r:.60}")
+    row = PluginRow(
+        name=name,
+        id=raw.get("id"),
+        config=parsed,  # checked just below
+        disabled=raw.get("disabled", False),
+        group=group,
+    )
+    # Nested rows were checked as they were parsed: check this row alone.
+    _check_row(row, where, depth, PresetError, nested=False)
+    return row
+
+
+def _parse_rows(
+    raw: object, where: str, depth: int = 0, within: frozenset[int] = frozenset()
+) -> tuple[PluginRow, ...]:
+    if not isinstance(raw, list):
+        raise PresetError(f"{where} must be a list of plugin rows, got {raw!r:.60}")
+    if id(raw) in within:
+        raise PresetError(f"{where} contains itself (a recursive YAML alias)")
+    within |= {id(raw)}
+    return tuple(
+        _parse_row(row, _where(where, i), depth, within) for i, row in enumerate(raw)
+    )
+
+
+def parse_preset(doc: object, where: str = "preset") -> PresetDefinition:
+    """Build a :class:`PresetDefinition` from the reference's preset document shape.
+
+    Raises:
+        PresetError: the document is malformed; the message names the key.
+    """
+    if not isinstance(doc, Mapping):
+        raise PresetError(f"{where} must be a mapping, got {doc!r:.60}")
+    unknown = set(doc) - _PRESET_KEYS
+    if unknown:
+        raise PresetError(
+            f"{where} has unknown keys {sorted(map(str, unknown))} (allowed: {sorted(_PRESET_KEYS)})"
+        )
+    preset_id = doc.get("id")
+    if not isinstance(preset_id, str) or not preset_id.strip():
+        raise PresetError(
+            f"{where}.id must be a non-empty string, got {preset_id!r:.60}"
+        )
+    order = doc.get("order")
+    _check_order(order, where, PresetError)
+    if "plugins" not in doc:
+        raise PresetError(f'{where} ("{preset_id}") has no plugins list')
+    return PresetDefinition(
+        id=preset_id,
+        plugins=_parse_rows(doc["plugins"], f"{where}.plugins"),
+        name=_optional_str(doc, "name", where),
+        description=_optional_str(doc, "description", where),
+        order=order,
+    )
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping.
+
+    Plain PyYAML keeps the last value silently: a second ``plugins:`` would drop the
+    first list without a word.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # merged keys may be overridden: that is what merging means
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # an unhashable key: the constructor reports it below
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found the key {key!r} twice",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | os.PathLike[str], what: str) -> object:
+    """The one YAML document of the file at ``path``; ``what`` names it in errors.
+
+    Raises:
+        PresetError: the file cannot be read, is not UTF-8, is not one YAML
+            document, or nests too deeply to parse.
+    """
+    shown = os.fspath(path)
+    prefix = f"cannot read {what} {shown!r}"
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        stream = io.StringIO(data.decode("utf-8"))
+        # So that YAML errors name the file, not "<unicode string>".
+        stream.name = str(shown)
+        return yaml.load(stream, Loader=_Loader)  # _Loader is a SafeLoader
+    except OSError as exc:
+        raise PresetError(f"{prefix}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise PresetError(
+            f"{prefix}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise PresetError(f"{prefix}: not valid YAML: {exc}") from exc
+    except RecursionError as exc:
+        raise PresetError(f"{prefix}: it nests too deeply to parse") from exc
+
+
+def load_preset(path: str | os.PathLike[str]) -> PresetDefinition:
+    """Read a preset document (YAML) from ``path``.
+
+    Blocks on the file read (presets are read at startup). The document has ``id``,
+    optional ``name``, ``description`` and ``order``, and ``plugins``: rows with
+    ``name`` (``package.module:function``; any label for a group), ``id``,
+    ``config`` (JSON values; a group's nested rows), ``disabled``, ``group``.
+
+    Example::
+
+        definition = load_preset("presets/coder.yml")
+        await runtime.presets.register(definition)
+
+    Raises:
+        PresetError: the file cannot be read, is not UTF-8 YAML, or is not a preset
+            document; the message names the file and the key (``file.plugins[2].name``).
+        TypeError: ``path`` is not a path.
+    """
+    return parse_preset(read_yaml(path, "preset file"), where=os.fspath(path))
+
+
+def _row_doc(row: PluginRow) -> dict[str, object]:
+    doc: dict[str, object] = {"name": row.name}
+    if row.id is not None:
+        doc["id"] = row.id
+    if row.group:
+        doc["group"] = True
+    if row.disabled:
+        doc["disabled"] = True
+    config = row.config
+    if isinstance(config, tuple):
+        doc["config"] = [_row_doc(r) for r in config]
+    elif config:
+        doc["config"] = dict(config)
+    return doc
+
+
+def dump_preset(definition: PresetDefinition) -> str:
+    """The YAML text of ``definition`` (the shape :func:`load_preset` reads)."""
+    doc: dict[str, object] = {"id": definition.id}
+    for key in ("name", "description", "order"):
+        value = getattr(definition, key)
+        if value is not None:
+            doc[key] = value
+    doc["plugins"] = [_row_doc(r) for r in definition.plugins]
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)

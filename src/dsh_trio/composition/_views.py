@@ -1,0 +1,81 @@
+"""What the loop sees of the presets: a bound agent's tools, sections and contexts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..tools import ToolRegistry
+from ..values import JsonValue, ToolCallBlock
+from ._registry import SELECTED_EVENT, PresetRegistry
+
+if TYPE_CHECKING:
+    from ..loop import Agent, CancelSignal
+    from ..session import Session
+
+__all__ = ["CompositionSections", "CompositionTools", "logged_preset"]
+
+
+def logged_preset(session: Session) -> str | None:
+    """The preset a session was last bound to: the last ``agent-preset/selected``, else the header's."""
+    for event in reversed(session.events):
+        if event.type == SELECTED_EVENT and isinstance(event.data, dict):
+            value = event.data.get("agentPreset")
+            if isinstance(value, str):
+                return value
+    return session.header.agent_preset
+
+
+class CompositionTools:
+    """The loop's tool seam with presets: a bound agent sees its generation's tools too."""
+
+    __slots__ = ("_base", "_presets")
+
+    def __init__(self, base: ToolRegistry, presets: PresetRegistry) -> None:
+        self._base = base
+        self._presets = presets
+
+    def _for(self, agent: Agent) -> ToolRegistry:
+        generation = self._presets._generation_of(agent)
+        return generation.tools if generation is not None else self._base
+
+    def schemas(self, agent: Agent) -> tuple[JsonValue, ...]:
+        """The schemas of the tools ``agent`` sees, sorted by name."""
+        return self._for(agent).schemas(agent)
+
+    async def execute(
+        self,
+        agent: Agent,
+        *,
+        turn: int,
+        step: int,
+        calls: Sequence[ToolCallBlock],
+        signal: CancelSignal,
+    ) -> bool:
+        """Run ``calls`` against the tools ``agent`` sees (see ``ToolRegistry.execute``)."""
+        return await self._for(agent).execute(
+            agent, turn=turn, step=step, calls=calls, signal=signal
+        )
+
+
+class CompositionSections:
+    """The loop's composition view: a bound agent's generation sections and contexts."""
+
+    __slots__ = ("_presets",)
+
+    def __init__(self, presets: PresetRegistry) -> None:
+        self._presets = presets
+
+    def sections_for(
+        self, agent: Agent
+    ) -> Sequence[tuple[str, str | Callable[[Agent], str]]]:
+        """The sections ``agent``'s generation adds (``()`` when unbound)."""
+        generation = self._presets._generation_of(agent)
+        return generation.sections if generation is not None else ()
+
+    def contexts_for(
+        self, agent: Agent
+    ) -> Sequence[tuple[str, Callable[[Agent], str | None]]]:
+        """The contexts ``agent``'s generation adds (``()`` when unbound)."""
+        generation = self._presets._generation_of(agent)
+        return generation.contexts if generation is not None else ()

@@ -1,0 +1,98 @@
+"""Agent handles and disposal records, and the start of a session's recording."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Self
+
+import attrs
+import trio
+
+from ..persistence import SessionRecorder
+
+if TYPE_CHECKING:
+    from ..loop import Agent
+    from ..persistence import SessionPersistence as _Persistence, SessionWriter
+    from ._registry import AgentRegistry
+
+__all__ = ["AgentHandle", "start_recording"]
+
+
+@attrs.define(eq=False)
+class _Disposal:
+    """One agent's teardown, as every ``dispose()`` caller sees it."""
+
+    done: trio.Event = attrs.field(factory=trio.Event)
+    errors: list[Exception] = attrs.field(factory=list)
+
+
+class AgentHandle:
+    """The owner's handle on an agent: ``.agent`` and :meth:`dispose`.
+
+    Usable as ``async with handle:`` (disposes on exit).
+    """
+
+    def __init__(self, agent: Agent, registry: AgentRegistry) -> None:
+        self._agent = agent
+        self._registry = registry
+        self._disposal: _Disposal | None = None
+
+    @property
+    def agent(self) -> Agent:
+        """The agent."""
+        return self._agent
+
+    async def dispose(self) -> None:
+        """Dispose the agent: children first, cancel, drain, unwind, flush, unregister.
+
+        Idempotent: concurrent and later callers wait for the same teardown and see
+        the same outcome. The teardown runs in the runtime's nursery, shielded, so
+        cancelling a caller only stops that caller's wait.
+
+        Raises:
+            Exception: the single failure collected during teardown, or an
+                :class:`ExceptionGroup` of several; cleanup still completed.
+        """
+        if self._disposal is None:
+            self._disposal = self._registry._dispose_soon(self._agent)
+        disposal = self._disposal
+        await disposal.done.wait()
+        errors = disposal.errors
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ExceptionGroup(f'agent "{self._agent.id}" disposal failed', errors)
+
+    async def __aenter__(self) -> Self:
+        await trio.lowlevel.checkpoint()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with trio.CancelScope(shield=True):
+            await self.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
+
+
+async def start_recording(  # private; a resumed writer may have nothing left to write
+    persistence: _Persistence,
+    agent: Agent,
+    writer: SessionWriter | None,
+    spawn: Callable[..., None],
+) -> SessionRecorder:
+    session = agent.session
+    if writer is None:
+        writer = await persistence.create(session.header)
+    try:
+        while writer.durable_seq < session.next_seq:
+            await writer.append(session.events[writer.durable_seq :], sync=True)
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await writer.close()
+        raise
+    # No checkpoint between the check above and subscribing: nothing can slip past.
+    return SessionRecorder(  # noqa: ASYNC910
+        session,
+        writer,
+        durability=persistence.durability,
+        spawn=spawn,
+        on_fault=agent._persistence_failed,
+    )

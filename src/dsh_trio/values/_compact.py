@@ -1,0 +1,266 @@
+"""A compact sequence of session events: older events kept as their JSON lines.
+
+A long log holds hundreds of thousands of events; as decoded values they take about
+ten times the bytes of their lines. :class:`DecodedEvents` keeps the events a log
+decoder read as their lines instead, compressed in blocks of :data:`BLOCK_LINES`, and
+decodes an event again (with :func:`decode_event`, the decoder that read it) when it
+is read. Events appended as values (the live part of a session) stay values. Reading
+gives values equal to the ones the decoder returned when the log was read.
+"""
+
+from __future__ import annotations
+
+import operator
+import zlib
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import Final, SupportsIndex, overload
+
+from ._codec import decode_event
+from ._event_data import SessionEvent
+from ._jsonline import parse_json_line
+
+__all__ = ["BLOCK_LINES", "DecodedEvents"]
+
+#: Lines per compressed block: a read decompresses one block (a few tens of µs).
+BLOCK_LINES: Final = 128
+_LEVEL: Final = 1  # fastest zlib level; JSON lines compress well even so
+_RECENT_MAX: Final = 256  # decoded events kept for repeated reads
+_UNKNOWN_TYPE: Final = 255  # the type code of an event whose type is not indexed
+
+
+def decode_line(line: bytes, seq: int) -> SessionEvent:
+    """The event of a log line already read once (so known to be valid)."""
+    return decode_event(parse_json_line(line), seq)[0]
+
+
+class DecodedEvents(Sequence[SessionEvent]):
+    """The events of a log in order: a prefix kept as lines, then values.
+
+    A log decoder adds each event it read as its line (:meth:`append_line`), after
+    decoding and checking it; events handed over as values go through
+    :meth:`append` / :meth:`extend` and are kept as they are (once one is, no line
+    can follow). ``unchecked`` holds the positions whose data did not pass the
+    checkers while being decoded; ``Session.restore`` checks those (and only those)
+    again.
+
+    Reading (indexing, negative indices, slicing to a tuple, iteration, ``len``,
+    ``==`` against lists and tuples) works as on a tuple of the events; an event
+    kept as a line is decoded when read (a small cache keeps the last ones). Never
+    blocks. Not thread-safe.
+
+    Example::
+
+        events = DecodedEvents()
+        events.append_line(b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}')
+        events[0].data  # TurnStart(turn=1)
+    """
+
+    __slots__ = (
+        "_blocks",
+        "_cached_block",
+        "_cached_lines",
+        "_compact",
+        "_lines",
+        "_recent",
+        "_type_codes",
+        "_types",
+        "_values",
+        "unchecked",
+    )
+
+    def __init__(self, events: Iterable[SessionEvent] = ()) -> None:
+        self.unchecked: set[int] = set()
+        self._blocks: list[bytes] = []  # compressed, BLOCK_LINES lines each
+        self._lines: list[bytes] = []  # the lines after the last full block
+        self._compact = 0  # how many events are kept as lines
+        self._values: list[SessionEvent] = list(events)
+        self._cached_block = -1
+        self._cached_lines: list[bytes] = []
+        self._recent: dict[int, SessionEvent] = {}
+        # The type of each event kept as a line, one byte each (a code of
+        # ``_type_codes``; ``_UNKNOWN_TYPE`` when not given or past 255 types).
+        self._types = bytearray()
+        self._type_codes: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ building
+
+    def append_line(self, line: bytes, type_: str | None = None) -> None:
+        """Add the next event as its log line (without the line end).
+
+        The caller has decoded the line into the event at this position; ``type_``
+        is its type, if known (:meth:`of_types` then skips it without decoding).
+
+        Raises:
+            ValueError: an event was already added as a value.
+        """
+        if self._values:
+            raise ValueError(
+                f"event lines must come before event values; position "
+                f"{len(self)} already holds a value"
+            )
+        code = _UNKNOWN_TYPE
+        if type_ is not None:
+            codes = self._type_codes
+            code = codes.get(type_, _UNKNOWN_TYPE)
+            if code == _UNKNOWN_TYPE and len(codes) < _UNKNOWN_TYPE:
+                code = codes[type_] = len(codes)
+        self._types.append(code)
+        lines = self._lines
+        lines.append(line)
+        self._compact += 1
+        if len(lines) == BLOCK_LINES:
+            self._blocks.append(zlib.compress(b"\n".join(lines), _LEVEL))
+            lines.clear()
+
+    def append(self, event: SessionEvent) -> None:
+        """Add the next event as a value."""
+        self._values.append(event)
+
+    def extend(self, events: Iterable[SessionEvent]) -> None:
+        """Add the next events as values."""
+        self._values.extend(events)
+
+    @property
+    def values(self) -> list[SessionEvent]:
+        """The list of the events kept as values (after the lines); appending to
+        it appends to this sequence."""
+        return self._values
+
+    @property
+    def compact_count(self) -> int:
+        """How many events (the first ones) are kept as lines."""
+        return self._compact
+
+    def share(self) -> DecodedEvents:
+        """A new sequence of the same events, sharing the compressed blocks.
+
+        O(number of blocks); appending to one never shows in the other.
+        """
+        other = DecodedEvents(self._values)
+        other.unchecked = set(self.unchecked)
+        other._blocks = list(self._blocks)
+        other._lines = list(self._lines)
+        other._compact = self._compact
+        other._types = bytearray(self._types)
+        other._type_codes = dict(self._type_codes)
+        return other
+
+    # ------------------------------------------------------------------ reading
+
+    def __len__(self) -> int:
+        return self._compact + len(self._values)
+
+    def _line(self, index: int) -> bytes:
+        block, offset = divmod(index, BLOCK_LINES)
+        if block == len(self._blocks):
+            return self._lines[offset]
+        if block != self._cached_block:
+            self._cached_lines = zlib.decompress(self._blocks[block]).split(b"\n")
+            self._cached_block = block
+        return self._cached_lines[offset]
+
+    def _decoded(self, index: int) -> SessionEvent:
+        """The event at ``0 <= index < compact_count``, decoded (or cached)."""
+        recent = self._recent
+        event = recent.get(index)
+        if event is None:
+            event = decode_line(self._line(index), index)
+            if len(recent) >= _RECENT_MAX:
+                recent.clear()
+            recent[index] = event
+        return event
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> SessionEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[SessionEvent, ...]: ...
+    def __getitem__(
+        self, index: SupportsIndex | slice
+    ) -> SessionEvent | tuple[SessionEvent, ...]:
+        if isinstance(index, slice):
+            return self._slice(index)
+        i = operator.index(index)
+        compact = self._compact
+        if i >= compact:
+            return self._values[i - compact]
+        if i < 0:
+            i += len(self)
+            if i >= compact:
+                return self._values[i - compact]
+            if i < 0:
+                raise IndexError("session event index out of range")
+        return self._decoded(i)
+
+    def _slice(self, index: slice) -> tuple[SessionEvent, ...]:
+        compact = self._compact
+        start, stop, step = index.indices(compact + len(self._values))
+        if step > 0 and start >= compact:  # values only (a live session's reads)
+            return tuple(self._values[start - compact : stop - compact : step])
+        return tuple([self[i] for i in range(start, stop, step)])
+
+    def __iter__(self) -> Iterator[SessionEvent]:
+        # Block by block without the cache: a full pass must not evict what
+        # indexed reads keep.
+        seq = 0
+        for block in self._blocks:
+            for line in zlib.decompress(block).split(b"\n"):
+                yield decode_line(line, seq)
+                seq += 1
+        for line in self._lines:
+            yield decode_line(line, seq)
+            seq += 1
+        values = self._values
+        k = 0
+        while k < len(values):  # follows appends made while iterating
+            yield values[k]
+            k += 1
+
+    def of_types(
+        self, types: Collection[str], *, reverse: bool = False
+    ) -> Iterator[SessionEvent]:
+        """The events whose type is in ``types``, in order (last first with
+        ``reverse``); events kept as lines of other types are not decoded.
+
+        Follows appends made while iterating forwards, as iteration does.
+        """
+        wanted = set(types)
+        codes = bytearray(256)  # codes[c]: events of type code c are wanted
+        for name, code in self._type_codes.items():
+            codes[code] = name in wanted
+        codes[_UNKNOWN_TYPE] = 1  # the type is known only once decoded
+        kinds = self._types
+        order = range(self._compact - 1, -1, -1) if reverse else range(self._compact)
+        values = self._values
+        if reverse:
+            for event in reversed(values):
+                if event.type in wanted:
+                    yield event
+        for i in order:
+            if codes[kinds[i]]:
+                event = decode_line(self._line(i), i)
+                if event.type in wanted:
+                    yield event
+        if not reverse:
+            k = 0
+            while k < len(values):
+                event = values[k]
+                if event.type in wanted:
+                    yield event
+                k += 1
+
+    def __reversed__(self) -> Iterator[SessionEvent]:
+        yield from reversed(self._values)
+        for i in range(self._compact - 1, -1, -1):
+            yield self._decoded(i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (DecodedEvents, list, tuple)):
+            return len(self) == len(other) and all(
+                a == b for a, b in zip(self, other, strict=True)
+            )
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<DecodedEvents: {len(self)} events, {self._compact} kept as lines>"
