@@ -206,3 +206,15 @@ def test_a_config_declares_agents_beside_the_chat(
     # the chat's own agent took the config's default preset
     system = [e for e in events(sessions) if e["type"] == "system/message"]
     assert "Use take_note" in json.dumps(system)
+
+
+def test_chat_with_an_unknown_preset_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(
+        capsys, "chat", "--session-dir", str(tmp_path / "s"), "--preset", "nope", "hi"
+    )
+    assert code == 2
+    assert (
+        err.strip() == 'dsh-trio chat: no preset "nope" is registered (available: none)'
+    )

@@ -370,6 +370,34 @@ def test_huge_documents_load_or_are_refused_without_blowing_up(tmp_path: Path) -
     assert len(config_i["i"]) == 9
 
 
+async def test_read_document_dumps_any_accepted_config(
+    held: Held, tmp_path: Path
+) -> None:
+    built = preset(
+        "built",
+        row("fine", pair=(1, 2), frozen=types.MappingProxyType({"x": [True, None]})),
+    )
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        levels.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    bomb = dsh.load_preset(
+        write(
+            tmp_path,
+            f"id: bomb\nplugins: [{{name: {MODULE}:fine, config: {{{', '.join(levels)}}}}}]\n",
+        )
+    )
+    async with dsh.open_runtime(presets=[built, bomb]) as rt:
+        text = rt.presets.read_document("built")
+        again = dsh.load_preset(write(tmp_path, text, "again.yml"))
+        assert again.plugins[0].config == {
+            "pair": [1, 2],
+            "frozen": {"x": [True, None]},
+        }
+        dumped = rt.presets.read_document("bomb")
+        assert len(dumped) < 2000  # shared nodes are written once, as YAML aliases
+        assert dsh.load_preset(write(tmp_path, dumped, "bomb2.yml")).id == "bomb"
+
+
 # ---------------------------------------------------------------- register
 
 #: Untyped constructors: the table below builds definitions the types forbid.

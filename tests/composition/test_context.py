@@ -489,3 +489,39 @@ async def test_a_preset_context_reaches_exactly_its_agents_after_the_runtime_s(
         )
         (other,) = snapshots(free)
         assert dsh.text_of(other) == snapshot_text("Global context.")
+
+
+async def test_a_section_rendering_none_fails_the_turn_naming_the_section(
+    runtime: dsh.Runtime, agent: dsh.Agent
+) -> None:
+    runtime.prompt.add_section("tone", lambda a: None)  # type: ignore[arg-type,return-value]
+    agent.followup(m("go"))
+    await agent.when_idle()
+    end = [e.data for e in agent.session.events if e.type == "turn/end"][-1]
+    assert isinstance(end.reason, dsh.Errored)
+    assert "system-prompt section 'tone' must render a str, got NoneType" in (
+        end.reason.error.message
+    )
+
+
+async def test_a_failing_section_or_context_is_named_on_its_exception(
+    runtime: dsh.Runtime, agent: dsh.Agent
+) -> None:
+    errors: list[BaseException] = []
+    runtime.events.on("agent/error", lambda e: errors.append(e.error))
+
+    def broken(a: Any) -> str:
+        raise ZeroDivisionError("division by zero")
+
+    dispose = runtime.prompt.add_section("budget", broken)
+    agent.followup(m("go"))
+    await agent.when_idle()
+    dispose()
+    runtime.prompt.context("clock", broken)
+    agent.followup(m("again"))
+    await agent.when_idle()
+    notes = [getattr(e, "__notes__", []) for e in errors]
+    assert notes == [
+        ["while rendering the system-prompt section 'budget'"],
+        ["while rendering the runtime context 'clock'"],
+    ]

@@ -43,6 +43,7 @@ from ..values import (
 from ._chat_view import _ChatView, _farewell, _greet, _snippet
 from ._config import ModelChoice
 from ._presets import RuntimeOpener
+from ._store import log_location
 from ._terminal import CTRL_C_MARK, Console, LineReader, LineSource, ReadlineReader
 
 __all__ = [
@@ -415,7 +416,7 @@ async def run_chat(
         if handle is None:
             return 1
         agent = handle.agent
-        log_path = persistence.path_for(agent.session.header)
+        log_path = log_location(runtime.persistence, agent.session.header)
         app = ChatApp(
             agent,
             out=stdout,
@@ -463,9 +464,8 @@ async def run_chat(
             )
             nursery.cancel_scope.cancel()
         return 1 if isinstance(app.last_reason, Errored) else 0
-    raise AssertionError(
-        "unreachable"
-    )  # pragma: no cover - the exit stack does not swallow
+    # The exit stack does not swallow: unreachable.
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 async def _open_agent(

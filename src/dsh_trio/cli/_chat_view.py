@@ -230,12 +230,14 @@ def _greet(
         )
 
 
-def _farewell(agent: Agent, log_path: str, resume_hint: str, stderr: TextIO) -> None:
+def _farewell(
+    agent: Agent, log_path: str | None, resume_hint: str, stderr: TextIO
+) -> None:
     if agent.session.next_seq == 0:
         text = f"session {agent.id} is empty; nothing was saved"
     else:
         text = (
-            f"session {agent.id} saved in {log_path}\n"
+            f"session {agent.id} saved in {log_path or '(not stored)'}\n"
             f"resume with: dsh-trio chat --resume {agent.id}{resume_hint}"
         )
     with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone

@@ -273,6 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\ndsh-trio: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        if isinstance(inner := _innermost(exc), UsageError):  # a nursery wrapped it
+            print(f"dsh-trio {args.command}: {inner}", file=sys.stderr)
+            return 2
         print(f"dsh-trio {args.command}: {_one_line(exc)}", file=sys.stderr)
         if os.environ.get(DEBUG_ENV):
             traceback.print_exc()
@@ -281,10 +284,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _one_line(exc: BaseException) -> str:
-    """The failure in one line; a group of one is unwrapped to its member."""
+def _innermost(exc: BaseException) -> BaseException:
+    """``exc`` with groups of one unwrapped to their member."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """The failure in one line; a group of one is unwrapped to its member."""
+    exc = _innermost(exc)
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

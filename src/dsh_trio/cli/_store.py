@@ -31,6 +31,7 @@ __all__ = [
     "STORE_ENV",
     "add_store_commands",
     "find_session",
+    "log_location",
     "store_commands",
     "store_of",
     "with_store",
@@ -88,6 +89,20 @@ def store_of(
     if dsn is not None and not dsn.startswith(_SCHEMES):
         raise UsageError(f"--store must be a postgresql:// URI, got {dsn!r}")
     return dsn
+
+
+def log_location(store: object, header: SessionHeader) -> str | None:
+    """Where the session's log is kept, for ``/session`` and the farewell line.
+
+    The file of a JSONL store; for the shared store, the session's row set
+    (``postgres: host=... dbname=... session ID``, never the password); ``None``
+    when the runtime stores nothing.
+    """
+    if isinstance(store, JsonlPersistence):
+        return str(store.path_for(header))
+    if isinstance(store, PostgresPersistence):
+        return f"postgres: {store.location} session {header.id}"
+    return None
 
 
 def with_store(args: argparse.Namespace, opener: RuntimeOpener) -> RuntimeOpener:

@@ -391,6 +391,24 @@ def load_preset(path: str | os.PathLike[str]) -> PresetDefinition:
     return parse_preset(read_yaml(path, "preset file"), where=os.fspath(path))
 
 
+def _plain(value: object, memo: dict[int, object]) -> object:
+    """``value`` as plain dicts and lists (what YAML dumps); shared nodes stay shared."""
+    if not isinstance(value, (Mapping, list, tuple)):
+        return value
+    done = memo.get(id(value))
+    if done is not None:
+        return done
+    if isinstance(value, Mapping):
+        plain: dict[str, object] = {}
+        memo[id(value)] = plain
+        plain.update((k, _plain(v, memo)) for k, v in value.items())
+        return plain
+    items: list[object] = []
+    memo[id(value)] = items
+    items.extend(_plain(v, memo) for v in value)
+    return items
+
+
 def _row_doc(row: PluginRow) -> dict[str, object]:
     doc: dict[str, object] = {"name": row.name}
     if row.id is not None:
@@ -403,7 +421,7 @@ def _row_doc(row: PluginRow) -> dict[str, object]:
     if isinstance(config, tuple):
         doc["config"] = [_row_doc(r) for r in config]
     elif config:
-        doc["config"] = dict(config)
+        doc["config"] = _plain(config, {})
     return doc
 
 

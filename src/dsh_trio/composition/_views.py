@@ -18,8 +18,8 @@ __all__ = ["CompositionSections", "CompositionTools", "logged_preset"]
 
 def logged_preset(session: Session) -> str | None:
     """The preset a session was last bound to: the last ``agent-preset/selected``, else the header's."""
-    for event in reversed(session.events):
-        if event.type == SELECTED_EVENT and isinstance(event.data, dict):
+    for event in session.events.of_types(SELECTED_EVENT, reverse=True):
+        if isinstance(event.data, dict):
             value = event.data.get("agentPreset")
             if isinstance(value, str):
                 return value

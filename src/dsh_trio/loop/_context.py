@@ -98,7 +98,11 @@ def render_context_sections(
         return ()
     merged: dict[str, str] = {}
     for name, render in entries:
-        text = render(agent)
+        try:
+            text = render(agent)
+        except Exception as exc:
+            exc.add_note(f"while rendering the runtime context {name!r}")
+            raise
         if text is None:
             text = ""
         elif not isinstance(text, str):

@@ -140,14 +140,33 @@ class SystemPrompt:
         for e in self._entries:
             if e.scope is not None and e.scope is not agent:
                 continue
-            text = e.render if isinstance(e.render, str) else e.render(agent)
-            if text:
+            if text := _section_text(e.name, e.render, agent):
                 parts.append(text)
-        for _, render in extra:
-            text = render if isinstance(render, str) else render(agent)
-            if text:
+        for name, render in extra:
+            if text := _section_text(name, render, agent):
                 parts.append(text)
         return "\n\n".join(parts)
+
+
+def _section_text(name: str, render: str | Callable[[Any], str], agent: object) -> str:
+    """One section's text; a failing or non-``str`` render is reported by name.
+
+    Raises:
+        TypeError: the render returned something other than a ``str``.
+        Exception: whatever the render raised, with a note naming the section.
+    """
+    if isinstance(render, str):
+        return render
+    try:
+        text: object = render(agent)
+    except Exception as exc:
+        exc.add_note(f"while rendering the system-prompt section {name!r}")
+        raise
+    if not isinstance(text, str):
+        raise TypeError(
+            f"system-prompt section {name!r} must render a str, got {type(text).__name__}"
+        )
+    return text
 
 
 def _node_text(message: SystemMessage) -> str | None:

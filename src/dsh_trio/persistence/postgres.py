@@ -91,7 +91,12 @@ class PostgresPersistence:
         self._heartbeat = Heartbeat(self._pool, float(self.lease_s))
 
     def __repr__(self) -> str:
-        return f"PostgresPersistence({describe_dsn(self.dsn)!r}, durability={self.durability!r})"
+        return f"PostgresPersistence({self.location!r}, durability={self.durability!r})"
+
+    @property
+    def location(self) -> str:
+        """The database as messages show it: host, port, dbname and user, never the password."""
+        return describe_dsn(self.dsn)
 
     @property
     def statements(self) -> Mapping[str, int]:

@@ -147,8 +147,10 @@ def test_chat_runs_on_the_store_named_by_the_environment(
     here = ["--session-dir", str(tmp_path / "sessions"), "--fast"]
     assert main(["chat", *here, "hello there"]) == 0
     assert main(["chat", *here, "--continue", "and again"]) == 0
-    capsys.readouterr()
+    farewell = capsys.readouterr().err
     assert not list((tmp_path / "sessions").rglob("*.jsonl"))  # nothing in JSONL
+    # The farewell names the store the session went to, not a file it never had.
+    assert "saved in postgres: " in farewell and ".jsonl" not in farewell
 
     async def stored() -> list[str]:
         store = PostgresPersistence(pg_dsn)
