@@ -253,19 +253,20 @@ def assert_caught(
     max_examples: int = 500,
     steps: int = 15,
     max_program: int = MAX_PROGRAM,
+    seeds: int = 1,
 ) -> list[str]:
     """Run ``machine``; it must fail with an error matching ``match`` and a short program.
 
+    The machine runs with up to ``seeds`` derandomized seeds (``max_examples`` each),
+    stopping at the first failure: a bug that only rare interleavings reach is then
+    looked for in more than one fixed sequence of programs, still counted, never timed.
     The failing example is shrunk by :func:`shrink`; its rule steps (initialize
     rules left out) must number at most ``max_program``.
 
     Returns:
         The rule steps of the shrunk program.
     """
-    salt = os.environ.get("DSH_MUTATION_SALT")
-    if salt:  # another derandomized seed: hypothesis derives it from the class
-        machine = type(f"{machine.__name__}{salt}", (machine,), {})
-    recorder = recording(machine)
+    salt = os.environ.get("DSH_MUTATION_SALT") or ""
     settings = machine_settings(
         "ci",
         max_examples=max_examples,
@@ -274,10 +275,20 @@ def assert_caught(
         report_multiple_bugs=False,
     )
     failure: AssertionError | None = None
-    try:
-        run_state_machine_as_test(recorder, settings=settings)
-    except AssertionError as exc:
-        failure = exc
+    recorder = recording(machine)
+    for seed in range(seeds):
+        # Another derandomized seed: hypothesis derives it from the class.
+        suffix = salt + (f"seed{seed}" if seed else "")
+        salted = (
+            type(f"{machine.__name__}{suffix}", (machine,), {}) if suffix else machine
+        )
+        recorder = recording(salted)
+        try:
+            run_state_machine_as_test(recorder, settings=settings)
+        except AssertionError as exc:
+            failure = exc
+            machine = salted
+            break
     if failure is None:
         pytest.fail(f"the machine did not report the broken runtime ({match!r})")
     # Shrunk outside the except block: a machine's teardown tells a failure that

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         Operation as Operation,
         ReleaseGate as ReleaseGate,
         ReleaseMaintenance as ReleaseMaintenance,
+        SelectPreset as SelectPreset,
         Send as Send,
         WaitIdle as WaitIdle,
         answers as answers,
@@ -109,6 +110,7 @@ __all__ = [
     "Advance",
     "WaitIdle",
     "Dispose",
+    "SelectPreset",
 ]
 
 _MACHINE_NAMES = frozenset(

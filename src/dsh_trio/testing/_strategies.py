@@ -42,6 +42,7 @@ __all__ = [
     "InboxEdit",
     "Maintenance",
     "Operation",
+    "SelectPreset",
     "ReleaseGate",
     "ReleaseMaintenance",
     "Send",
@@ -275,6 +276,17 @@ class Dispose:
     """``await handle.dispose()`` (idempotent)."""
 
 
+@attrs.frozen
+class SelectPreset:
+    """``await runtime.presets.select(agent, preset)``: refused (``PresetLockedError``)
+    once the agent started a turn, else one durable ``agent-preset/selected``.
+
+    The machine's runtime registers the presets ``"alpha"`` and ``"beta"``.
+    """
+
+    preset: str
+
+
 Operation: TypeAlias = (
     Send
     | InboxEdit
@@ -286,6 +298,7 @@ Operation: TypeAlias = (
     | Advance
     | WaitIdle
     | Dispose
+    | SelectPreset
 )
 
 # --------------------------------------------------------------------------- the menus
@@ -426,6 +439,7 @@ def operations() -> st.SearchStrategy[Operation]:
         st.sampled_from((Advance(15.0), Advance(1.0), Advance(0.25))),
         st.just(WaitIdle()),
         st.just(Dispose()),
+        st.sampled_from((SelectPreset("alpha"), SelectPreset("beta"))),
     )
 
 

@@ -38,6 +38,7 @@ from .._strategies import (
     Operation,
     ReleaseGate,
     ReleaseMaintenance,
+    SelectPreset,
     Send,
     WaitIdle,
 )
@@ -241,6 +242,8 @@ class MachineCore(RuleBasedStateMachine):
             activity_oracles.wait_idle(self.loop, subject)
         elif isinstance(op, Dispose):
             self._dispose(subject, revive=subject is self.subject)
+        elif isinstance(op, SelectPreset):
+            preset_oracle.select_preset(self.loop, self.runtime, subject, op.preset)
         else:  # pragma: no cover - exhaustive
             raise TypeError(f"not an operation: {op!r}")
 
