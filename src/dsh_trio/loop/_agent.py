@@ -159,7 +159,8 @@ class Agent:
         """
         if wakeup is not True and wakeup is not False:
             raise TypeError(f"send() takes wakeup=True or wakeup=False, got {wakeup!r}")
-        self._check_alive()
+        if self._stage >= _SEALED:
+            self._check_alive()
         recorder = self._recorder
         if wakeup and recorder is not None and recorder.fault is not None:
             raise self._refusal(recorder.fault)
@@ -235,9 +236,10 @@ class Agent:
             if done is None:
                 await trio.lowlevel.checkpoint()
                 return
-            await done.wait()
-            if done is self._phase.done:
-                return
+            await done.wait()  # a checkpoint, also when ``done`` is already set
+            current = self._phase.done
+            if current is None or current is done:
+                return  # idle now: the wait was this call's checkpoint
 
     async def flush(self) -> None:
         """Wait until every event appended before the call is written and durable.

@@ -122,7 +122,7 @@ def open_turn(agent: Agent) -> OpenedTurn | None:
     if not isinstance(phase, Running):
         return None  # a status listener already wound the driver down
     signal = phase.signal
-    if signal.cancelled:
+    if signal._cause is not None:  # ``cancelled``, without the call
         return None
     turn = phase.turn + 1
     try:

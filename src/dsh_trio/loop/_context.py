@@ -184,10 +184,9 @@ class RuntimeContextProjection:
         end = session.next_seq
         if end == self._next_seq:
             return
-        events = session.events
         retained = self._retained
-        for seq in range(self._next_seq, end):
-            event = events[seq]
+        # One slice of the new events, not a read per event.
+        for event in session.events[self._next_seq : end]:
             op = event.surface_op
             if (
                 isinstance(op, SurfaceReplace)
@@ -198,7 +197,7 @@ class RuntimeContextProjection:
             if event.type == "user/message":
                 owned, text = _owned_text(event.data)
                 if owned:
-                    retained = _Retained(seq, text)
+                    retained = _Retained(event.seq, text)
         self._retained = retained
         self._next_seq = end
 

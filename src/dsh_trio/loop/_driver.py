@@ -18,7 +18,6 @@ from ..values import (
     Completed,
     DisposedCancel,
     Enter,
-    EpochHeader,
     Errored,
     HookCancel,
     InboxTarget,
@@ -30,7 +29,6 @@ from ..values import (
     PreStepDecision,
     Reject,
     RequestContextData,
-    RequestHeaderData,
     Retry,
     StepEnd,
     StepStart,
@@ -43,6 +41,7 @@ from ..values import (
 from ._answers import answer_calls
 from ._attempt import Attempts
 from ._context import RuntimeContextProjection, render_prompt
+from ._header_log import header_event
 from ._payloads import (
     AgentErrorEvent,
     PreStep,
@@ -450,30 +449,12 @@ class TurnDriver:
         self, config: CallConfig, tools: tuple[JsonValue, ...], series: bool
     ) -> ModelRequest:
         session = self._session
-        persisted = session.request_header()
-        header = EpochHeader(config=config, tools=tools or None)
-        if not self._header_logged:
-            session.append(
-                "request/header",
-                RequestHeaderData(
-                    header=header,
-                    reason="resume" if persisted is not None else "initial",
-                ),
-            )
+        header = header_event(
+            session.request_header(), self._header_logged, config, tools, series
+        )
+        if header is not None:
+            session.append("request/header", header)
             self._header_logged = True
-        elif persisted is None or header != persisted:
-            session.append(
-                "request/header",
-                RequestHeaderData(
-                    header=header,
-                    reason="change",
-                    starts_series=True if series else None,
-                ),
-            )
-        elif series:
-            session.append(
-                "request/header", RequestHeaderData(header=header, reason="series")
-            )
         context = session.request_context()
         if (
             context is None

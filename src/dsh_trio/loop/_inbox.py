@@ -27,6 +27,8 @@ _check_user_message = checker(UserMessage)
 
 def coerce_target(target: InboxTarget | str) -> InboxTarget:
     """Accept an :class:`InboxTarget` or its plain string; raise InvalidSpliceError otherwise."""
+    if target.__class__ is InboxTarget:
+        return target
     try:
         return InboxTarget(target)
     except ValueError:
@@ -235,9 +237,13 @@ class Inbox:
             self._next_step = items
 
     def _pending(self, message_id: str) -> bool:
-        return any(m.id == message_id for m in self._next_turn) or any(
-            m.id == message_id for m in self._next_step
-        )
+        for m in self._next_turn:
+            if m.id == message_id:
+                return True
+        for m in self._next_step:  # noqa: SIM110  # loops: no generator frame
+            if m.id == message_id:
+                return True
+        return False
 
     def _locate(self, message_id: str) -> tuple[InboxTarget, int] | None:
         for target in (InboxTarget.NEXT_TURN, InboxTarget.NEXT_STEP):
@@ -249,7 +255,7 @@ class Inbox:
     def _validate_inserted(
         self, inserted: Sequence[UserMessage], removed: Sequence[UserMessage]
     ) -> None:
-        removed_ids = {m.id for m in removed}
+        removed_ids = {m.id for m in removed} if removed else ()
         seen: set[str] = set()
         for m in inserted:
             if type(m) is not UserMessage:

@@ -210,11 +210,10 @@ class SystemPromptProjection:
             self._generation = session.replace_generation
             self._next_seq = session.next_seq
         elif session.next_seq != self._next_seq:
-            events = session.events
-            for seq in range(self._next_seq, session.next_seq):
-                ev = events[seq]
+            # One slice of the new events, not a read per event.
+            for ev in session.events[self._next_seq : session.next_seq]:
                 if ev.type == "system/message" and ev.surface_op == "append":
-                    self._nodes.append(seq)
+                    self._nodes.append(ev.seq)
             self._next_seq = session.next_seq
         return self._nodes
 

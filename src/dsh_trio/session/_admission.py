@@ -24,6 +24,7 @@ from ..values import (
     EventData,
     JsonValue,
     SessionEvent,
+    SurfaceOp,
     check_json,
     check_json_value,
     checker,
@@ -31,9 +32,62 @@ from ..values import (
 )
 from ._stream import expand_stream
 
-__all__ = ["invalid", "typed_event_data", "check_sources", "admitted"]
+__all__ = ["invalid", "typed_event_data", "check_sources", "admitted", "new_event"]
 
 _MAX: Final = MAX_SAFE_INTEGER
+
+
+def _event_setters() -> tuple[Callable[[object, object], None], ...]:
+    """The slot setters of :class:`SessionEvent`'s fields, in declaration order
+    (checked once, here: no field has a validator or a converter)."""
+    fields = attrs.fields(SessionEvent)
+    names = tuple(f.name for f in fields)
+    assert names == (
+        "seq",
+        "time",
+        "type",
+        "data",
+        "surface_op",
+        "source_event_seqs",
+        "ignorable",
+    ), names
+    assert not any(f.validator or f.converter for f in fields)
+    return tuple(getattr(SessionEvent, name).__set__ for name in names)
+
+
+_new = object.__new__
+(
+    _set_seq,
+    _set_time,
+    _set_type,
+    _set_data,
+    _set_surface_op,
+    _set_sources,
+    _set_ignorable,
+) = _event_setters()
+
+
+def new_event(
+    seq: int,
+    time: int,
+    type: str,
+    data: EventData | JsonValue,
+    surface_op: SurfaceOp | None,
+    sources: tuple[int, ...] | None,
+) -> SessionEvent:
+    """``SessionEvent(seq=seq, time=time, ...)`` of parts already checked, built
+    field by field: the hot path of an append skips the frozen class's per-field
+    ``object.__setattr__``. The event equals the one ``__init__`` would build."""
+    event = _new(SessionEvent)
+    _set_seq(event, seq)
+    _set_time(event, time)
+    _set_type(event, type)
+    _set_data(event, data)
+    _set_surface_op(event, surface_op)
+    _set_sources(event, sources)
+    _set_ignorable(event, False)
+    return event
+
 
 _CHECKERS: dict[str, Callable[[Any], None]] = {
     name: checker(cls) for name, cls in EVENT_DATA_TYPES.items()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from time import time_ns as _time_ns
 from typing import Final
 
 import attrs
@@ -28,6 +29,7 @@ from ..errors import (
 )
 from ..values import (
     MAX_SAFE_INTEGER,
+    SURFACE_TYPES,
     DecodedEvents,
     EndSeed,
     EpochHeader,
@@ -40,12 +42,12 @@ from ..values import (
     SurfaceOp,
     now_ms,
 )
-from ._admission import admitted, check_sources, invalid, typed_event_data
+from ._admission import admitted, check_sources, invalid, new_event, typed_event_data
 from ._fork import fork_prefix
 from ._headers import new_header, restored_header
 from ._history import DerivedMessages, HistoryFold
 from ._loaded import LoadedLog
-from ._markers import Markers
+from ._markers import MARKER_TYPES, Markers
 from ._surface import Surface
 from ._views import SessionEvents
 
@@ -336,12 +338,14 @@ class Session:
             if source_event_seqs is None
             else check_sources(type, source_event_seqs, seq)
         )
-        return self._append_checked(type, typed, surface_op, sources, seq)
+        return self._append_trusted(
+            type, typed, surface_op=surface_op, source_event_seqs=sources
+        )
 
     def _append_trusted(
         self,
         type: str,
-        data: EventData,
+        typed: EventData | JsonValue,
         *,
         surface_op: SurfaceOp | None = None,
         source_event_seqs: tuple[int, ...] | None = None,
@@ -356,37 +360,29 @@ class Session:
                 f'session "{self._id}": append cannot reenter while another '
                 "append is being published"
             )
-        return self._append_checked(
-            type, data, surface_op, source_event_seqs, self._base + len(self._live)
+        seq = self._base + len(self._live)
+        sources = source_event_seqs
+        # Hot path: an off-surface event without surface fields has no plan.
+        plan = (
+            None
+            if surface_op is None and sources is None and type not in SURFACE_TYPES
+            else self._surface.plan(type, typed, surface_op, sources, seq)
         )
-
-    def _append_checked(
-        self,
-        type: str,
-        typed: EventData | JsonValue,
-        surface_op: SurfaceOp | None,
-        sources: tuple[int, ...] | None,
-        seq: int,
-    ) -> SessionEvent:
-        plan = self._surface.plan(type, typed, surface_op, sources, seq)
-        now = self._clock()
-        if now.__class__ is not int or not 0 <= now <= _MAX:
-            raise invalid(
-                seq, type, f"the clock returned {now!r:.40}, not epoch milliseconds"
-            )
-        event = SessionEvent(
-            seq=seq,
-            time=now,
-            type=type,
-            data=typed,
-            surface_op=surface_op,
-            source_event_seqs=sources,
-        )
+        clock = self._clock
+        if clock is now_ms:  # the wall clock gives epoch milliseconds
+            now = _time_ns() // 1_000_000
+        else:
+            now = clock()
+            if now.__class__ is not int or not 0 <= now <= _MAX:
+                raise invalid(
+                    seq, type, f"the clock returned {now!r:.40}, not epoch milliseconds"
+                )
+        event = new_event(seq, now, type, typed, surface_op, sources)
         # Commit: the log, then the surface or the markers (as in ``_admit``).
         self._live.append(event)
         if plan is not None:
             self._surface.apply(plan, seq)
-        else:
+        elif type in MARKER_TYPES:
             self._markers.fold(event)
         subs = self._subs
         if subs:
