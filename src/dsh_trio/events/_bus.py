@@ -5,7 +5,8 @@ from __future__ import annotations
 import inspect
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, TypeAlias, TypeVar, cast
 
 import trio
@@ -144,15 +145,28 @@ class EmitTarget:
         return self.listeners
 
     def emit(self, payload: object) -> None:
-        """Call the listeners :meth:`current` returned last, as :meth:`EventBus.emit`."""
+        """Call the listeners :meth:`current` returned last, as :meth:`EventBus.emit`.
+
+        A hot loop may instead call each of :attr:`listeners` itself, passing what
+        went wrong to :meth:`raised` (from its ``except Exception:`` block) or
+        :meth:`misfired` (a result other than ``None``).
+        """
         for listener in self.listeners:
             try:
                 result = listener(payload)
             except Exception:
-                _logger.exception('listener of event "%s" raised', self._name)
+                self.raised()
                 continue
             if result is not None:
-                _misfired(self._name, listener, result)
+                self.misfired(listener, result)
+
+    def raised(self) -> None:
+        """Log the exception being handled: a listener raised it. Never blocks."""
+        _logger.exception('listener of event "%s" raised', self._name)
+
+    def misfired(self, listener: Callable[..., Any], result: object) -> None:
+        """Report (and close) the awaitable ``listener`` returned. Never blocks."""
+        _misfired(self._name, listener, result)
 
 
 class EventBus:
@@ -196,7 +210,7 @@ class EventBus:
         dispose()
     """
 
-    __slots__ = ("_cache", "_listeners", "_parent_of")
+    __slots__ = ("_cache", "_listeners", "_parent_of", "listened")
 
     def __init__(
         self, *, parent_of: Callable[[object], object | None] | None = None
@@ -204,6 +218,9 @@ class EventBus:
         # Only names with at least one listener are keys, so "nobody listens" is one
         # failed dictionary lookup.
         self._listeners: dict[str, tuple[_Entry, ...]] = {}
+        #: A live read-only view whose keys are the names with at least one listener:
+        #: ``name in bus.listened`` is :meth:`has_listeners` without a call (hot paths).
+        self.listened: Mapping[str, object] = MappingProxyType(self._listeners)
         self._parent_of = parent_of if parent_of is not None else _no_parent
         # name -> id(scope) -> resolution; dropped whenever ``name``'s listeners change.
         self._cache: dict[str, dict[int, _Resolved]] = {}

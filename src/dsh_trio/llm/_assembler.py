@@ -120,6 +120,14 @@ class BlockAssembler:
         elif isinstance(chunk, Finish):
             self._finish = chunk
 
+    def open_text(self, index: int) -> list[str] | None:
+        """The parts of the text block ``index`` while it is open (appending a text
+        delta's text to them is :meth:`push` of that delta), else ``None``."""
+        partial = self._partials.get(index)
+        if partial is not None and partial.end is None and partial.block_type == "text":
+            return partial.parts
+        return None
+
     def _start(self, chunk: BlockStart) -> None:
         if chunk.index not in self._partials:
             self._open(chunk.index, chunk.block_type)

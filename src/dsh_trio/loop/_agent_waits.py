@@ -143,10 +143,8 @@ def abandon(agent: Agent, watch: TurnWatch) -> None:
 
 # ------------------------------------------------------------------ notifications
 def inbox_inserted(agent: Agent, message: UserMessage) -> None:
-    if agent._services.bus.has_listeners("agent/inbox/inserted"):
-        agent._services.bus.emit(
-            "agent/inbox/inserted", InboxInserted(agent, message), scope=agent
-        )
+    if "agent/inbox/inserted" in (bus := agent._services.bus).listened:
+        bus.emit("agent/inbox/inserted", InboxInserted(agent, message), scope=agent)
 
 
 def inbox_discarded(agent: Agent, message: UserMessage) -> None:
@@ -160,10 +158,8 @@ def inbox_discarded(agent: Agent, message: UserMessage) -> None:
                 and watch.message_id == message.id
             ):
                 watch.discarded()
-    if agent._services.bus.has_listeners("agent/inbox/discarded"):
-        agent._services.bus.emit(
-            "agent/inbox/discarded", InboxDiscarded(agent, message), scope=agent
-        )
+    if "agent/inbox/discarded" in (bus := agent._services.bus).listened:
+        bus.emit("agent/inbox/discarded", InboxDiscarded(agent, message), scope=agent)
 
 
 def inbox_claimed(agent: Agent, message: UserMessage, turn: int) -> None:
@@ -176,10 +172,8 @@ def inbox_claimed(agent: Agent, message: UserMessage, turn: int) -> None:
                 and watch.message_id == message.id
             ):
                 watch.claimed(turn, agent.session)
-    if agent._services.bus.has_listeners("agent/inbox/claimed"):
-        agent._services.bus.emit(
-            "agent/inbox/claimed", InboxClaimed(agent, message, turn), scope=agent
-        )
+    if "agent/inbox/claimed" in (bus := agent._services.bus).listened:
+        bus.emit("agent/inbox/claimed", InboxClaimed(agent, message, turn), scope=agent)
 
 
 def on_session_event(agent: Agent, event: SessionEvent) -> None:
@@ -190,17 +184,15 @@ def on_session_event(agent: Agent, event: SessionEvent) -> None:
             for watch in waits:
                 if watch.turn == data.turn and watch.end is None:
                     watch.ended(data, event.seq)
-    if agent._services.bus.has_listeners("session/event"):
-        agent._services.bus.emit(
+    if "session/event" in (bus := agent._services.bus).listened:
+        bus.emit(
             "session/event", SessionEventAppended(agent.session, event), scope=agent
         )
 
 
 def emit_status(agent: Agent, status: AgentStatus) -> None:
-    if agent._services.bus.has_listeners("agent/status"):
-        agent._services.bus.emit(
-            "agent/status", AgentStatusChanged(agent, status), scope=agent
-        )
+    if "agent/status" in (bus := agent._services.bus).listened:
+        bus.emit("agent/status", AgentStatusChanged(agent, status), scope=agent)
 
 
 def as_message(message: UserMessage | str) -> UserMessage:

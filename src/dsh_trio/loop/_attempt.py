@@ -43,6 +43,8 @@ __all__ = ["Attempts"]
 
 _STREAM = "agent/assistant-stream"
 _time_ns = time.time_ns
+#: No chunk's index is this object: no text delta takes the fast path of ``take``.
+_NO_RUN: object = object()
 
 
 def _slot_setters(
@@ -61,29 +63,6 @@ _set_id, _set_revision, _set_index, _set_time, _set_chunk = _slot_setters(
     StreamChunkFrame, "attempt_id", "revision", "index", "time", "chunk"
 )
 _set_agent, _set_frame = _slot_setters(AssistantStream, "agent", "frame")
-
-
-def _chunk_payload(
-    agent: Agent,
-    attempt_id: str,
-    revision: int,
-    index: int,
-    now: int,
-    chunk: StreamChunk,
-) -> AssistantStream:
-    """``AssistantStream(agent, StreamChunkFrame(...))``, equal to what the classes'
-    ``__init__`` build, without their per-field ``object.__setattr__`` (frozen
-    classes pay it): the frame of every streamed chunk is built here."""
-    frame = _new(StreamChunkFrame)
-    _set_id(frame, attempt_id)
-    _set_revision(frame, revision)
-    _set_index(frame, index)
-    _set_time(frame, now)
-    _set_chunk(frame, chunk)
-    payload = _new(AssistantStream)
-    _set_agent(payload, agent)
-    _set_frame(payload, frame)
-    return payload
 
 
 class Attempts:
@@ -155,6 +134,7 @@ class _Attempt:
         "assemble",
         "assembler",
         "attempt_id",
+        "extend_text",
         "index",
         "owner",
         "push",
@@ -163,6 +143,8 @@ class _Attempt:
         "revision",
         "step",
         "target",
+        "text_index",
+        "text_parts",
         "turn",
     )
 
@@ -180,13 +162,16 @@ class _Attempt:
         self.assembler = BlockAssembler()
         self.push = self.records.push
         self.assemble = self.assembler.push
+        self.extend_text = self.records.extend_text
+        # The block index whose text deltas extend both accumulators directly, and
+        # the assembler's parts of that block (see ``take``).
+        self.text_index: object = _NO_RUN
+        self.text_parts: list[str] = []
         self.index = 0
         self.revision = owner._revision
         bus = owner._bus
         # Frames are built for this attempt only if someone listened when it opened.
-        self.target = (
-            bus._target(_STREAM, agent) if bus.has_listeners(_STREAM) else None
-        )
+        self.target = bus._target(_STREAM, agent) if _STREAM in bus.listened else None
         if self.target is not None:
             self._frame(StreamStartFrame(self.attempt_id, self._next(), turn, step))
 
@@ -203,10 +188,23 @@ class _Attempt:
             target.emit(AssistantStream(self.agent, frame))
 
     def take(self, chunk: StreamChunk) -> bool:
-        """Record, assemble and show one chunk; True for the finish. Hot path."""
+        """Record, assemble and show one chunk; True for the finish. Hot path.
+
+        A text delta that continues the open text run of an open text block (the
+        common chunk) extends both directly; any other chunk goes through
+        :meth:`StreamAccumulator.push` and :meth:`BlockAssembler.push`.
+        """
         now = _time_ns() // 1_000_000
-        self.push(chunk, now)
-        self.assemble(chunk)
+        if (
+            chunk.__class__ is TextDelta
+            and chunk.index is self.text_index
+            and (text := chunk.text).__class__ is str
+            and text.isascii()
+            and self.extend_text(text, now)
+        ):
+            self.text_parts.append(text)
+        else:
+            self._take_slow(chunk, now)
         target = self.target
         if target is not None:
             # The agent's revision count is written back with the end frame.
@@ -214,14 +212,42 @@ class _Attempt:
             if target.table.get(_STREAM) is not target.entries:
                 target.current()  # the listener set changed
             if target.listeners:
-                target.emit(
-                    _chunk_payload(
-                        self.agent, self.attempt_id, revision, self.index, now, chunk
-                    )
-                )
+                # ``AssistantStream(agent, StreamChunkFrame(...))`` without the
+                # frozen classes' per-field ``object.__setattr__``.
+                frame = _new(StreamChunkFrame)
+                _set_id(frame, self.attempt_id)
+                _set_revision(frame, revision)
+                _set_index(frame, self.index)
+                _set_time(frame, now)
+                _set_chunk(frame, chunk)
+                payload = _new(AssistantStream)
+                _set_agent(payload, self.agent)
+                _set_frame(payload, frame)
+                for listener in target.listeners:  # ``target.emit``, inline
+                    try:
+                        result = listener(payload)
+                    except Exception:
+                        target.raised()
+                        continue
+                    if result is not None:
+                        target.misfired(listener, result)
         self.index += 1
         # The record accepts only the exact chunk classes, so no subclass gets here.
         return chunk.__class__ is Finish
+
+    def _take_slow(self, chunk: StreamChunk, now: int) -> None:
+        """Record and assemble ``chunk`` in full; note whether the next text delta
+        may take the fast path of :meth:`take`."""
+        self.push(chunk, now)
+        self.assemble(chunk)
+        self.text_index = _NO_RUN
+        if chunk.__class__ is TextDelta:
+            index = self.records.text_run()
+            if index is not None:
+                parts = self.assembler.open_text(index)
+                if parts is not None:
+                    self.text_index = index
+                    self.text_parts = parts
 
     def abandon(self, exc: BaseException, signal: CancelSignal) -> None:
         """Settle an attempt ``exc`` ended (its visible prefix, if cancelled)."""

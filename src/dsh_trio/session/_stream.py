@@ -173,6 +173,28 @@ class StreamAccumulator:
         self._done.append(RawChunkRecord(time_ms, chunk))
         self._count += 1
 
+    def text_run(self) -> int | None:
+        """The block index of the open text run, if the last chunk pushed was a text
+        delta (so :meth:`extend_text` may continue it)."""
+        return self._index if self._kind == _TEXT else None
+
+    def extend_text(self, text: str, time_ms: int) -> bool:
+        """Append a text delta to the open text run (see :meth:`text_run`). Hot path.
+
+        The caller vouches that ``text`` is an ASCII ``str`` of the run's block and
+        ``time_ms`` an epoch-millisecond safe integer; returns False, recording
+        nothing, when the gap to the previous chunk is not a safe integer (then
+        :meth:`push` records the chunk).
+        """
+        gap = time_ms - self._last
+        if -_MAX <= gap <= _MAX:
+            self._dt.append(gap)
+            self._parts.append(text)
+            self._last = time_ms
+            self._count += 1
+            return True
+        return False
+
     def records(self) -> tuple[StreamRecord, ...]:
         """The records of everything pushed so far (the open run included)."""
         if self._kind == _NONE:
