@@ -295,6 +295,37 @@ def test_lines_come_before_values_and_indices_are_checked() -> None:
     assert "1 kept as lines" in repr(events)
 
 
+def test_sequences_without_lines_share_no_mutable_store() -> None:
+    """A live session's events hold no line stores of their own (idle-agent memory),
+    and the shared empty ones stay empty whatever other sequences do."""
+    from dsh_trio.values import _compact
+
+    line = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}'
+    live, other = DecodedEvents(), DecodedEvents()
+    assert live._lines is other._lines is live._blocks  # the shared empty store
+    live.append(SessionEvent(seq=0, time=1, type="turn/start", data=TurnStart(1)))
+    copy = live.share()
+    held = DecodedEvents()
+    held.append_line(line, "turn/start")
+    held.unchecked.add(0)
+    assert held[0].data == TurnStart(1)
+    twin = held.share()
+    twin.unchecked.add(7)
+    log = LoadedLog()
+    log.unchecked.add(3)
+    assert held.unchecked == {0} and log.unchecked == {3}
+    assert held._lines is not _compact._NO_LINES and twin._lines is not held._lines
+    assert live._unchecked is None  # made only when asked for
+    shared = (
+        _compact._NO_LINES,
+        _compact._NO_RECENT,
+        _compact._NO_TYPES,
+        _compact._NO_CODES,
+    )
+    assert all(len(store) == 0 for store in shared)
+    assert copy == live and len(other) == 0 and other.compact_count == 0
+
+
 # --------------------------------------------------------------------------- readers
 
 

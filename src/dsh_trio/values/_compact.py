@@ -27,6 +27,12 @@ _LEVEL: Final = 1  # fastest zlib level; JSON lines compress well even so
 _RECENT_MAX: Final = 256  # decoded events kept for repeated reads
 _UNKNOWN_TYPE: Final = 255  # the type code of an event whose type is not indexed
 
+# The shared empty line stores of a sequence that holds no lines (never mutated).
+_NO_LINES: Final[list[bytes]] = []
+_NO_RECENT: Final[dict[int, SessionEvent]] = {}
+_NO_TYPES: Final = bytearray()
+_NO_CODES: Final[dict[str, int]] = {}
+
 
 def decode_line(line: bytes, seq: int) -> SessionEvent:
     """The event of a log line already read once (so known to be valid)."""
@@ -64,23 +70,44 @@ class DecodedEvents(Sequence[SessionEvent]):
         "_recent",
         "_type_codes",
         "_types",
+        "_unchecked",
         "_values",
-        "unchecked",
     )
 
     def __init__(self, events: Iterable[SessionEvent] = ()) -> None:
-        self.unchecked: set[int] = set()
-        self._blocks: list[bytes] = []  # compressed, BLOCK_LINES lines each
-        self._lines: list[bytes] = []  # the lines after the last full block
+        # A live session never holds lines: until the first line the line stores are
+        # the shared empty ones below (never mutated), so an idle agent pays nothing
+        # for them; ``_hold_lines`` gives this sequence its own.
+        self._unchecked: set[int] | None = None  # made when first asked for
+        self._blocks: list[bytes] = _NO_LINES  # compressed, BLOCK_LINES lines each
+        self._lines: list[bytes] = _NO_LINES  # the lines after the last full block
         self._compact = 0  # how many events are kept as lines
         self._values: list[SessionEvent] = list(events)
         self._cached_block = -1
-        self._cached_lines: list[bytes] = []
-        self._recent: dict[int, SessionEvent] = {}
+        self._cached_lines: list[bytes] = _NO_LINES
+        self._recent: dict[int, SessionEvent] = _NO_RECENT
         # The type of each event kept as a line, one byte each (a code of
         # ``_type_codes``; ``_UNKNOWN_TYPE`` when not given or past 255 types).
-        self._types = bytearray()
-        self._type_codes: dict[str, int] = {}
+        self._types = _NO_TYPES
+        self._type_codes: dict[str, int] = _NO_CODES
+
+    @property
+    def unchecked(self) -> set[int]:
+        """The positions whose data did not pass the checkers while decoding (mutable)."""
+        if self._unchecked is None:
+            self._unchecked = set()
+        return self._unchecked
+
+    @unchecked.setter
+    def unchecked(self, positions: set[int]) -> None:
+        self._unchecked = positions
+
+    def _hold_lines(self) -> None:
+        """Give this sequence its own line stores (before its first line)."""
+        self._blocks, self._lines = list(self._blocks), list(self._lines)
+        self._recent = {}
+        self._types = bytearray(self._types)
+        self._type_codes = dict(self._type_codes)
 
     # ------------------------------------------------------------------ building
 
@@ -98,6 +125,8 @@ class DecodedEvents(Sequence[SessionEvent]):
                 f"event lines must come before event values; position "
                 f"{len(self)} already holds a value"
             )
+        if self._lines is _NO_LINES:
+            self._hold_lines()
         code = _UNKNOWN_TYPE
         if type_ is not None:
             codes = self._type_codes
@@ -137,12 +166,13 @@ class DecodedEvents(Sequence[SessionEvent]):
         O(number of blocks); appending to one never shows in the other.
         """
         other = DecodedEvents(self._values)
-        other.unchecked = set(self.unchecked)
-        other._blocks = list(self._blocks)
-        other._lines = list(self._lines)
-        other._compact = self._compact
-        other._types = bytearray(self._types)
-        other._type_codes = dict(self._type_codes)
+        if self._unchecked:
+            other._unchecked = set(self._unchecked)
+        if self._lines is not _NO_LINES:
+            other._blocks, other._lines = self._blocks, self._lines
+            other._types, other._type_codes = self._types, self._type_codes
+            other._hold_lines()  # copies of each
+            other._compact = self._compact
         return other
 
     # ------------------------------------------------------------------ reading
