@@ -30,6 +30,7 @@ __all__ = [
     "Target",
     "Timer",
     "clean_heap",
+    "live_rows",
     "machine_info",
     "render_table",
     "results_json",
@@ -378,3 +379,42 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
+
+
+def live_rows(
+    workload: str,
+    live: Sequence[tuple[float, float]],
+    *,
+    note: str,
+    floor_note: str,
+    target: Target,
+) -> list[Row]:
+    """The three rows of a live-listener figure: dsh_trio, its floor, and their ratio.
+
+    ``live`` holds one ``(floor, dsh_trio)`` CPU µs/turn pair per repetition, measured
+    alternately in one process; the ratio row is what ``bench_ratio.py`` reports.
+    """
+    return [
+        Row(
+            workload=workload,
+            metric="live: dsh_trio CPU µs/turn",
+            unit="µs",
+            samples=tuple(r for _, r in live),
+            note=note,
+        ),
+        Row(
+            workload=workload,
+            metric="live: bare-trio floor CPU µs/turn",
+            unit="µs",
+            samples=tuple(f for f, _ in live),
+            note=floor_note,
+        ),
+        Row(
+            workload=workload,
+            metric="live: ratio dsh_trio / floor (CPU)",
+            unit="x",
+            samples=tuple(r / f for f, r in live),
+            target=target,
+            note="the figure bench-peers/bench_ratio.py reports",
+        ),
+    ]

@@ -25,7 +25,7 @@ import dsh_trio as dsh
 from dsh_trio.events import AssistantStream, StreamChunkFrame
 from dsh_trio.testing import ScriptedModel
 
-from ._harness import Context, Row, Target, clean_heap, timed
+from ._harness import Context, Row, Target, clean_heap, live_rows, timed
 from ._scenario import (
     OPTIONS,
     bench_runtime,
@@ -199,30 +199,13 @@ def run(ctx: Context) -> list[Row]:
     ctx.log(
         "W1 live: " + ", ".join(f"{r:.1f} µs/turn (floor {f:.1f})" for f, r in live)
     )
-    live_rows = [
-        Row(
-            workload=NAME,
-            metric="live: dsh_trio CPU µs/turn",
-            unit="µs",
-            samples=tuple(r for _, r in live),
-            note="agent-scoped agent/assistant-stream listener counts the chunks",
-        ),
-        Row(
-            workload=NAME,
-            metric="live: bare-trio floor CPU µs/turn",
-            unit="µs",
-            samples=tuple(f for f, _ in live),
-            note="per chunk one checkpoint + list append",
-        ),
-        Row(
-            workload=NAME,
-            metric="live: ratio dsh_trio / floor (CPU)",
-            unit="x",
-            samples=tuple(r / f for f, r in live),
-            target=Target(bar=2, goal=1.8),
-            note="the figure bench-peers/bench_ratio.py reports",
-        ),
-    ]
+    shown_live = live_rows(
+        NAME,
+        live,
+        note="agent-scoped agent/assistant-stream listener counts the chunks",
+        floor_note="per chunk one checkpoint + list append",
+        target=Target(bar=2, goal=1.8),
+    )
     return [
         Row(
             workload=NAME,
@@ -265,5 +248,5 @@ def run(ctx: Context) -> list[Row]:
             target=Target(bar=5, goal=2),
             note="no subscriber; per repetition, same run",
         ),
-        *live_rows,
+        *shown_live,
     ]

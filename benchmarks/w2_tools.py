@@ -20,7 +20,7 @@ import trio
 import dsh_trio as dsh
 from dsh_trio.testing import ScriptedModel, tool_calls
 
-from ._harness import Context, Row, Target, clean_heap, skipped, timed
+from ._harness import Context, Row, Target, clean_heap, live_rows, skipped, timed
 from ._scenario import (
     OPTIONS,
     PROVIDER,
@@ -157,30 +157,13 @@ def _measure_live(turns: int, reps: int) -> list[tuple[float, float]]:
 
 
 def _live_rows(live: list[tuple[float, float]]) -> list[Row]:
-    return [
-        Row(
-            workload=NAME,
-            metric="live: dsh_trio CPU µs/turn",
-            unit="µs",
-            samples=tuple(r for _, r in live),
-            note="agent-scoped agent/assistant-stream listener counts the chunks",
-        ),
-        Row(
-            workload=NAME,
-            metric="live: bare-trio floor CPU µs/turn",
-            unit="µs",
-            samples=tuple(f for f, _ in live),
-            note="tool call + result appended, then per chunk one checkpoint + append",
-        ),
-        Row(
-            workload=NAME,
-            metric="live: ratio dsh_trio / floor (CPU)",
-            unit="x",
-            samples=tuple(r / f for f, r in live),
-            target=Target(bar=3),
-            note="the figure bench-peers/bench_ratio.py reports",
-        ),
-    ]
+    return live_rows(
+        NAME,
+        live,
+        note="agent-scoped agent/assistant-stream listener counts the chunks",
+        floor_note="tool call + result appended, then per chunk one checkpoint + append",
+        target=Target(bar=3),
+    )
 
 
 def run(ctx: Context) -> list[Row]:

@@ -20,7 +20,7 @@ import trio
 import dsh_trio as dsh
 from dsh_trio.testing import ScriptedModel
 
-from ._harness import Context, Row, Target, clean_heap, timed
+from ._harness import Context, Row, Target, clean_heap, live_rows, timed
 from ._scenario import (
     OPTIONS,
     LiveCounter,
@@ -145,27 +145,12 @@ def _live_rows(
     live: list[tuple[float, float]], crowd: list[tuple[float, float]], others: int
 ) -> list[Row]:
     return [
-        Row(
-            workload=NAME,
-            metric="live: dsh_trio CPU µs/turn",
-            unit="µs",
-            samples=tuple(r for _, r in live),
+        *live_rows(
+            NAME,
+            live,
             note="every agent's scoped agent/assistant-stream listener counts its chunks",
-        ),
-        Row(
-            workload=NAME,
-            metric="live: bare-trio floor CPU µs/turn",
-            unit="µs",
-            samples=tuple(f for f, _ in live),
-            note="as many bare tasks, per chunk one checkpoint + list append",
-        ),
-        Row(
-            workload=NAME,
-            metric="live: ratio dsh_trio / floor (CPU)",
-            unit="x",
-            samples=tuple(r / f for f, r in live),
+            floor_note="as many bare tasks, per chunk one checkpoint + list append",
             target=Target(bar=3),
-            note="the figure bench-peers/bench_ratio.py reports",
         ),
         Row(
             workload=NAME,

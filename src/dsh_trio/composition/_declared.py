@@ -11,7 +11,14 @@ import attrs
 
 from ..errors import PresetError
 from ..values import AgentOptions
-from ._definition import PresetDefinition, load_preset, parse_preset, read_yaml
+from ._definition import (
+    PresetDefinition,
+    checked_mapping,
+    load_preset,
+    nonblank,
+    parse_preset,
+    read_yaml,
+)
 
 __all__ = ["DeclaredAgent", "RuntimeConfig", "load_runtime_config"]
 
@@ -70,23 +77,9 @@ def _options(raw: object, where: str) -> AgentOptions:
 
 
 def _agent(raw: object, where: str) -> DeclaredAgent:
-    if not isinstance(raw, Mapping):
-        raise PresetError(f"{where} must be a mapping, got {raw!r:.60}")
-    unknown = set(raw) - _AGENT_KEYS
-    if unknown:
-        raise PresetError(
-            f"{where} has unknown keys {sorted(map(str, unknown))} (allowed: {sorted(_AGENT_KEYS)})"
-        )
-    agent_id = raw.get("id")
-    if not isinstance(agent_id, str) or not agent_id.strip():
-        raise PresetError(
-            f"{where}.id must be a non-empty string, got {agent_id!r:.60}"
-        )
-    preset = raw.get("preset")
-    if preset is not None and (not isinstance(preset, str) or not preset.strip()):
-        raise PresetError(
-            f"{where}.preset must be a non-empty string, got {preset!r:.60}"
-        )
+    raw = checked_mapping(raw, where, _AGENT_KEYS)
+    agent_id = nonblank(raw.get("id"), f"{where}.id")
+    preset = nonblank(raw.get("preset"), f"{where}.preset", optional=True)
     return DeclaredAgent(
         id=agent_id,
         preset=preset,
@@ -129,25 +122,15 @@ def parse_runtime_config(doc: object, where: str, base: Path) -> RuntimeConfig:
     """
     if doc is None:
         return RuntimeConfig()
-    if not isinstance(doc, Mapping):
-        raise PresetError(f"{where} must be a mapping, got {doc!r:.60}")
-    unknown = set(doc) - _TOP_KEYS
-    if unknown:
-        raise PresetError(
-            f"{where} has unknown keys {sorted(map(str, unknown))} (allowed: {sorted(_TOP_KEYS)})"
-        )
+    doc = checked_mapping(doc, where, _TOP_KEYS)
     presets_raw = doc.get("presets") or []
     agents_raw = doc.get("agents") or []
     for key, value in (("presets", presets_raw), ("agents", agents_raw)):
         if not isinstance(value, list):
             raise PresetError(f"{where}.{key} must be a list, got {value!r:.60}")
-    default_preset = doc.get("default_preset")
-    if default_preset is not None and (
-        not isinstance(default_preset, str) or not default_preset.strip()
-    ):
-        raise PresetError(
-            f"{where}.default_preset must be a non-empty string, got {default_preset!r:.60}"
-        )
+    default_preset = nonblank(
+        doc.get("default_preset"), f"{where}.default_preset", optional=True
+    )
     model = doc.get("default_model")
     agents = tuple(_agent(a, f"{where}.agents[{i}]") for i, a in enumerate(agents_raw))
     seen: dict[str, int] = {}

@@ -230,19 +230,40 @@ def _optional_str(doc: Mapping[str, Any], key: str, where: str) -> str | None:
     raise PresetError(f"{_where(where, key)} must be a string, got {value!r:.60}")
 
 
+def checked_mapping(
+    raw: object, where: str, allowed: frozenset[str] | set[str], what: str = ""
+) -> Mapping[Any, Any]:
+    """``raw`` as a mapping whose keys are all ``allowed``.
+
+    Raises:
+        PresetError: it is not a mapping, or has other keys (the message names ``where``).
+    """
+    if not isinstance(raw, Mapping):
+        raise PresetError(f"{where} must be a mapping{what}, got {raw!r:.60}")
+    unknown = set(raw) - allowed
+    if unknown:
+        raise PresetError(
+            f"{where} has unknown keys {sorted(map(str, unknown))} (allowed: {sorted(allowed)})"
+        )
+    return raw
+
+
+def nonblank(value: object, where: str, *, optional: bool = False) -> Any:
+    """``value`` if it is a non-blank ``str`` (or ``None`` when ``optional``).
+
+    Raises:
+        PresetError: otherwise, naming ``where``.
+    """
+    if (value is None and optional) or (isinstance(value, str) and value.strip()):
+        return value
+    raise PresetError(f"{where} must be a non-empty string, got {value!r:.60}")
+
+
 def _parse_row(
     raw: object, where: str, depth: int, within: frozenset[int]
 ) -> PluginRow:
-    if not isinstance(raw, Mapping):
-        raise PresetError(f"{where} must be a mapping (a plugin row), got {raw!r:.60}")
-    unknown = set(raw) - _ROW_KEYS
-    if unknown:
-        raise PresetError(
-            f"{where} has unknown keys {sorted(map(str, unknown))} (allowed: {sorted(_ROW_KEYS)})"
-        )
-    name = raw.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise PresetError(f"{where}.name must be a non-empty string, got {name!r:.60}")
+    raw = checked_mapping(raw, where, _ROW_KEYS, " (a plugin row)")
+    name = nonblank(raw.get("name"), f"{where}.name")
     group = raw.get("group", False)
     config = raw.get("config")
     parsed: object
@@ -289,18 +310,8 @@ def parse_preset(doc: object, where: str = "preset") -> PresetDefinition:
     Raises:
         PresetError: the document is malformed; the message names the key.
     """
-    if not isinstance(doc, Mapping):
-        raise PresetError(f"{where} must be a mapping, got {doc!r:.60}")
-    unknown = set(doc) - _PRESET_KEYS
-    if unknown:
-        raise PresetError(
-            f"{where} has unknown keys {sorted(map(str, unknown))} (allowed: {sorted(_PRESET_KEYS)})"
-        )
-    preset_id = doc.get("id")
-    if not isinstance(preset_id, str) or not preset_id.strip():
-        raise PresetError(
-            f"{where}.id must be a non-empty string, got {preset_id!r:.60}"
-        )
+    doc = checked_mapping(doc, where, _PRESET_KEYS)
+    preset_id = nonblank(doc.get("id"), f"{where}.id")
     order = doc.get("order")
     _check_order(order, where, PresetError)
     if "plugins" not in doc:
