@@ -124,8 +124,8 @@ def test_a_status_that_disagrees_with_its_events_is_reported(
 def test_a_reused_turn_number_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     original = Agent._open_turn
 
-    def open_turn(self: Agent) -> Any:
-        opened = original(self)
+    def open_turn(self: Agent, fresh: bool = False) -> Any:
+        opened = original(self, fresh)
         if opened is not None and opened.turn > 1:
             phase = self._phase  # the next turn reuses this number
             assert isinstance(phase, Running)

@@ -68,18 +68,42 @@ def test_derived_messages_that_repeat_are_reported(
     assert_caught(AgentStateMachine, r"carries \d+ messages but the log folds to \d+")
 
 
-def test_a_driver_that_does_not_checkpoint_after_its_claim_is_reported(
-    monkeypatch: pytest.MonkeyPatch,
+def _driver_without(
+    monkeypatch: pytest.MonkeyPatch, *, checkpoint: bool, if_cancelled: bool
 ) -> None:
-    async def no_checkpoint() -> None:
+    """Run the driver with ``trio.lowlevel.checkpoint`` and/or
+    ``checkpoint_if_cancelled`` replaced by no-ops."""
+
+    async def nothing() -> None:
         return None
 
     lowlevel = types.SimpleNamespace(
-        checkpoint=no_checkpoint,
-        checkpoint_if_cancelled=trio.lowlevel.checkpoint_if_cancelled,
+        checkpoint=nothing if checkpoint else trio.lowlevel.checkpoint,
+        checkpoint_if_cancelled=(
+            nothing if if_cancelled else trio.lowlevel.checkpoint_if_cancelled
+        ),
     )
     fake_trio = types.SimpleNamespace(lowlevel=lowlevel, Cancelled=trio.Cancelled)
     monkeypatch.setattr(_driver, "trio", fake_trio)
+
+
+def test_a_driver_that_does_not_check_for_a_cancel_after_its_claim_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _driver_without(monkeypatch, checkpoint=True, if_cancelled=True)
+    assert_caught(
+        AgentStateMachine,
+        r"after a cancel was issued to it|although a cancel was issued to it",
+    )
+
+
+def test_a_fresh_driver_that_does_not_check_for_a_cancel_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A driver task's start is the yield after the claim that opened its first
+    # turn, so that boundary only checks for a cancel; without the check, a cancel
+    # issued before the task started lets the turn start a step.
+    _driver_without(monkeypatch, checkpoint=False, if_cancelled=True)
     assert_caught(
         AgentStateMachine,
         r"after a cancel was issued to it|although a cancel was issued to it",

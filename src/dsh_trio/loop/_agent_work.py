@@ -112,12 +112,15 @@ def wake_driver(agent: Agent, after_abort: bool = False) -> None:
         return
     done = trio.Event()
     agent._enter(Running(signal=CancelSignal(), done=done, turn=phase.last_turn))
-    opened = agent._open_turn()
+    opened = agent._open_turn(True)
     agent._services.spawn(agent._drive, done, opened)
 
 
-def open_turn(agent: Agent) -> OpenedTurn | None:
-    """The synchronous head of a turn: ``turn/start`` and the turn-boundary claim."""
+def open_turn(agent: Agent, fresh: bool = False) -> OpenedTurn | None:
+    """The synchronous head of a turn: ``turn/start`` and the turn-boundary claim.
+
+    ``fresh``: the turn is opened for a driver task that has not started yet.
+    """
     phase = agent._phase
     if not isinstance(phase, Running):
         return None  # a status listener already wound the driver down
@@ -143,8 +146,8 @@ def open_turn(agent: Agent) -> OpenedTurn | None:
     try:
         claimed = agent.inbox._claim(InboxTarget.NEXT_TURN, turn)
     except Exception as exc:
-        return OpenedTurn(turn, signal, [], exc)
-    return OpenedTurn(turn, signal, claimed)
+        return OpenedTurn(turn, signal, [], exc, fresh)
+    return OpenedTurn(turn, signal, claimed, None, fresh)
 
 
 async def drive(  # noqa: ASYNC910

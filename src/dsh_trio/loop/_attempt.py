@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from ..events import (
@@ -30,6 +28,7 @@ from ..values import (
     StreamChunk,
     TextDelta,
     new_message_id,
+    slot_setters,
 )
 from ._payloads import AssistantStream
 
@@ -47,22 +46,11 @@ _time_ns = time.time_ns
 _NO_RUN: object = object()
 
 
-def _slot_setters(
-    cls: type, *names: str
-) -> tuple[Callable[[object, object], None], ...]:
-    """The slot descriptors' setters of the frozen attrs class ``cls``, in ``names``
-    order, which must be all its fields (checked here, once)."""
-    fields = tuple(f.name for f in attrs.fields(cls))
-    assert fields == names, (cls, fields)
-    assert not any(f.validator or f.converter for f in attrs.fields(cls)), cls
-    return tuple(getattr(cls, name).__set__ for name in names)
-
-
 _new = object.__new__
-_set_id, _set_revision, _set_index, _set_time, _set_chunk = _slot_setters(
+_set_id, _set_revision, _set_index, _set_time, _set_chunk = slot_setters(
     StreamChunkFrame, "attempt_id", "revision", "index", "time", "chunk"
 )
-_set_agent, _set_frame = _slot_setters(AssistantStream, "agent", "frame")
+_set_agent, _set_frame = slot_setters(AssistantStream, "agent", "frame")
 
 
 class Attempts:

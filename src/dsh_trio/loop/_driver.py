@@ -108,6 +108,9 @@ class OpenedTurn:
     signal: CancelSignal
     claimed: list[UserMessage] | None
     error: Exception | None = None
+    #: Opened before its driver task started: the task's start is the schedule
+    #: point after the claim, so the turn's first boundary only checks for a cancel.
+    fresh: bool = False
 
 
 class TurnDriver:
@@ -179,10 +182,15 @@ class TurnDriver:
                     if opened.error is not None:
                         raise opened.error
                     claimed, target = opened.claimed, InboxTarget.NEXT_TURN
+                    fresh = opened.fresh
                     while True:
                         if claimed is None:
                             claimed = inbox._claim(target, turn)
-                        await trio.lowlevel.checkpoint()
+                        if fresh:  # the task just started: that was the yield
+                            fresh = False
+                            await trio.lowlevel.checkpoint_if_cancelled()
+                        else:
+                            await trio.lowlevel.checkpoint()
                         step = self._step + 1
                         decision = await self._pre_step(claimed, turn, step, signal)
                         claimed_ids = set(map(id, claimed))

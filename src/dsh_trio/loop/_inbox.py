@@ -14,6 +14,7 @@ from ..values import (
     SessionEvent,
     UserMessage,
     checker,
+    slot_setters,
 )
 
 if TYPE_CHECKING:
@@ -74,6 +75,30 @@ def _normalise(value: float, length: int, *, what: str) -> int:
             return length if value > 0 else 0
         value = int(value)
     return value
+
+
+_new = object.__new__
+_set_target, _set_start, _set_inserted, _set_removed, _set_outcome = slot_setters(
+    InboxSplice, "target", "start", "inserted", "removed_count", "outcome"
+)
+
+
+def _splice(
+    target: InboxTarget,
+    start: int,
+    inserted: tuple[UserMessage, ...],
+    removed_count: int | None,
+    outcome: Literal["canceled"] | None,
+) -> InboxSplice:
+    """``InboxSplice(...)`` of checked parts, without the frozen class's per-field
+    ``object.__setattr__`` (a splice is appended on every input and claim)."""
+    splice = _new(InboxSplice)
+    _set_target(splice, target)
+    _set_start(splice, start)
+    _set_inserted(splice, inserted)
+    _set_removed(splice, removed_count)
+    _set_outcome(splice, outcome)
+    return splice
 
 
 def _fold_error(seq: int, problem: str) -> SessionCorruptError:
@@ -216,14 +241,40 @@ class Inbox:
         if n:
             batch.extend(self._mutate(InboxTarget.NEXT_STEP, 0, n, (), discard=False))
         if target is InboxTarget.NEXT_TURN and self._next_turn:
-            batch.extend(self._mutate(InboxTarget.NEXT_TURN, 0, 1, (), discard=False))
+            # ``_mutate(NEXT_TURN, 0, 1, (), discard=False)``, the common claim.
+            current = self._next_turn
+            self._session._append_trusted(
+                "agent/inbox/spliced",
+                _splice(InboxTarget.NEXT_TURN, 0, (), 1, None),
+            )
+            self._next_turn = current[1:]
+            batch.append(current[0])
         claimed = self._notify._inbox_claimed
         for message in batch:
             claimed(message, turn)
         return batch
 
     def _insert(self, target: InboxTarget, message: UserMessage) -> None:
-        self._mutate(target, len(self._list(target)), 0, (message,), discard=True)
+        """``_mutate(target, len(list), 0, (message,), discard=True)``, the common
+        mutation (one message appended to one list), without the general path."""
+        if message.__class__ is not UserMessage:
+            self._validate_inserted((message,), ())  # names the problem
+        if self._pending(message.id):
+            raise DuplicateMessageError(message.id)
+        try:
+            _check_user_message(message)
+        except DataShapeError as exc:
+            raise InvalidSpliceError(
+                f"message {message.id!r} is not a valid UserMessage: "
+                f"{exc.describe('message')}"
+            ) from None
+        current = self._list(target)
+        self._session._append_trusted(
+            "agent/inbox/spliced",
+            _splice(target, len(current), (message,), None, None),
+        )
+        self._set(target, (*current, message))
+        self._notify._inbox_inserted(message)
 
     # ------------------------------------------------------------------ internals
 
@@ -292,13 +343,7 @@ class Inbox:
         )
         self._session._append_trusted(
             "agent/inbox/spliced",
-            InboxSplice(
-                target=target,
-                start=start,
-                inserted=inserted,
-                removed_count=delete_count or None,
-                outcome=outcome,
-            ),
+            _splice(target, start, inserted, delete_count or None, outcome),
         )
         self._set(target, current[:start] + inserted + current[start + delete_count :])
         if discard:

@@ -18,20 +18,23 @@ JsonValue: TypeAlias = (
 )
 
 
-# uuid4 bits: version 4 in bits 76-79, the RFC 4122 variant (0b10) in bits 62-63.
-_UUID4_KEEP: Final = ~((0xF000 << 64) | (0xC000 << 48))
-_UUID4_SET: Final = (0x4000 << 64) | (0x8000 << 48)
 _urandom = os.urandom
+#: The RFC 4122 variant of a uuid4 keeps the low two bits of the 17th hex digit and
+#: sets its high two to ``10``: each digit's variant digit.
+_VARIANT: Final = {f"{n:x}": "89ab"[n & 3] for n in range(16)}
 
 
 def new_message_id() -> MessageId:
     """Return a fresh random message id (uuid4 text).
 
     The same text as ``str(uuid.uuid4())`` (16 bytes of ``os.urandom``, version and
-    variant bits set), built without a :class:`uuid.UUID`: a turn makes several.
+    variant bits set), built from the hex digits without a :class:`uuid.UUID`: a
+    turn makes several.
     """
-    h = f"{int.from_bytes(_urandom(16)) & _UUID4_KEEP | _UUID4_SET:032x}"
-    return MessageId(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+    h = _urandom(16).hex()
+    return MessageId(
+        f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+    )
 
 
 #: The session log format this library reads and writes (the reference's v3).
