@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 
 from ..errors import PersistenceError
-from ..values import DisposedCancel, InboxTarget, TurnStart
+from ..values import DisposedCancel, InboxTarget, TurnStart, builder
 from ._driver import OpenedTurn, TurnDriver
 from ._initiator import _initiator
 from ._payloads import AgentErrorEvent
@@ -26,6 +26,10 @@ _LIVE = 0
 _DRAINING = 1  # disposal is draining it: input is parked, no work starts
 _SEALED = 2  # the drain is over: input raises AgentDisposedError
 _DISPOSED = 3
+
+# Built on every turn (see ``values.builder``).
+_turn_start = builder(TurnStart)
+_running = builder(Running)
 
 
 class SessionRecording(Protocol):
@@ -111,7 +115,7 @@ def wake_driver(agent: Agent, after_abort: bool = False) -> None:
             agent._set_wake(True)
         return
     done = trio.Event()
-    agent._enter(Running(signal=CancelSignal(), done=done, turn=phase.last_turn))
+    agent._enter(_running(CancelSignal(), done, phase.last_turn, False))
     opened = agent._open_turn(True)
     agent._services.spawn(agent._drive, done, opened)
 
@@ -129,20 +133,13 @@ def open_turn(agent: Agent, fresh: bool = False) -> OpenedTurn | None:
         return None
     turn = phase.turn + 1
     try:
-        agent.session._append_trusted("turn/start", TurnStart(turn))
+        agent.session._append_trusted("turn/start", _turn_start(turn))
     except Exception as exc:
         agent._turn_driver().report_error(phase.turn, 0, exc)
         return None
     current = agent._phase  # listeners of the append may have latched a wake
     assert isinstance(current, Running)
-    agent._enter(
-        Running(
-            signal=signal,
-            done=current.done,
-            turn=turn,
-            wake_requested=current.wake_requested,
-        )
-    )
+    agent._enter(_running(signal, current.done, turn, current.wake_requested))
     try:
         claimed = agent.inbox._claim(InboxTarget.NEXT_TURN, turn)
     except Exception as exc:
@@ -162,9 +159,7 @@ async def drive(  # noqa: ASYNC910
                 break
             phase = agent._phase
             assert isinstance(phase, Running)
-            agent._enter(
-                Running(signal=CancelSignal(), done=phase.done, turn=phase.turn)
-            )
+            agent._enter(_running(CancelSignal(), phase.done, phase.turn, False))
             opened = agent._open_turn()
     finally:
         phase = agent._phase

@@ -27,6 +27,7 @@ from ..values import (
     SessionEvent,
     StreamChunk,
     TextDelta,
+    builder,
     new_message_id,
     slot_setters,
 )
@@ -161,7 +162,7 @@ class _Attempt:
         # Frames are built for this attempt only if someone listened when it opened.
         self.target = bus._target(_STREAM, agent) if _STREAM in bus.listened else None
         if self.target is not None:
-            self._frame(StreamStartFrame(self.attempt_id, self._next(), turn, step))
+            self._frame(_stream_start(self.attempt_id, self._next(), turn, step))
 
     def _next(self) -> int:
         self.revision += 1
@@ -173,7 +174,10 @@ class _Attempt:
     ) -> None:
         target = self.target
         if target is not None and target.current():
-            target.emit(AssistantStream(self.agent, frame))
+            payload = _new(AssistantStream)
+            _set_agent(payload, self.agent)
+            _set_frame(payload, frame)
+            target.emit(payload)
 
     def take(self, chunk: StreamChunk) -> bool:
         """Record, assemble and show one chunk; True for the finish. Hot path.
@@ -283,13 +287,13 @@ class _Attempt:
             )
         return session._append_trusted(
             "assistant/message",
-            AssistantMessageData(
-                turn=self.turn,
-                step=self.step,
-                message=message,
-                stream=self.records.records(),
-                usage=self.assembler.usage,
-                interrupted=True if interrupted else None,
+            _message_data(
+                self.turn,
+                self.step,
+                message,
+                self.records.records(),
+                self.assembler.usage,
+                True if interrupted else None,
             ),
             surface_op="append",
         )
@@ -298,17 +302,27 @@ class _Attempt:
         if self.target is None:
             return
         outcome = (
-            Committed(settled.type, settled.seq) if settled is not None else Abandoned()
+            _committed(settled.type, settled.seq)
+            if settled is not None
+            else Abandoned()
         )
-        self._frame(StreamEndFrame(self.attempt_id, self._next(), self.index, outcome))
+        self._frame(_stream_end(self.attempt_id, self._next(), self.index, outcome))
+
+
+_assistant_message = builder(AssistantMessage)
+_model_source = builder(ModelSource)
+_message_data = builder(AssistantMessageData)
+_committed = builder(Committed)
+_stream_start = builder(StreamStartFrame)
+_stream_end = builder(StreamEndFrame)
 
 
 def _reply(request: ModelRequest, assembler: BlockAssembler) -> AssistantMessage:
     """The message of a stream that finished normally (with its replay state)."""
-    return AssistantMessage(
-        id=new_message_id(),
-        content=assembler.blocks(),
-        source=ModelSource(request.provider, request.model, assembler.replay_state),
+    return _assistant_message(
+        new_message_id(),
+        assembler.blocks(),
+        _model_source(request.provider, request.model, assembler.replay_state),
     )
 
 

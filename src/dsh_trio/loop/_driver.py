@@ -37,6 +37,7 @@ from ..values import (
     TurnEndReason,
     UserCancel,
     UserMessage,
+    builder,
 )
 from ._answers import answer_calls
 from ._attempt import Attempts
@@ -60,6 +61,12 @@ if TYPE_CHECKING:
 __all__ = ["AgentConfigError", "OpenedTurn", "TurnDriver"]
 
 logger = logging.getLogger("dsh_trio")
+
+# Built every turn or step from checked parts (see ``values.builder``).
+_turn_end = builder(TurnEnd)
+_step_start = builder(StepStart)
+_step_end = builder(StepEnd)
+_model_request = builder(ModelRequest)
 
 
 class AgentConfigError(DshError, ValueError):
@@ -245,7 +252,7 @@ class TurnDriver:
         else:
             reason = turn_ends if turn_ends is not None else Completed()
         try:
-            self._session._append_trusted("turn/end", TurnEnd(turn, reason))
+            self._session._append_trusted("turn/end", _turn_end(turn, reason))
         except Exception as exc:
             self.report_error(turn, self._step, exc)
             return False
@@ -302,7 +309,7 @@ class TurnDriver:
         Returns how the step ends the turn, or ``None`` when the turn goes on.
         """
         session = self._session
-        session._append_trusted("step/start", StepStart(turn, step))
+        session._append_trusted("step/start", _step_start(turn, step))
         self._step = step
         calls: list[ToolCallBlock] = []
         mark = 0  # the seq from which this step's tool events are appended
@@ -343,7 +350,7 @@ class TurnDriver:
                 )
             raise
         finally:
-            session._append_trusted("step/end", StepEnd(turn, step))
+            session._append_trusted("step/end", _step_end(turn, step))
 
     def _next_request(
         self,
@@ -474,14 +481,14 @@ class TurnDriver:
                 RequestContextData(provider=config.provider, model=config.model),
             )
         self._last_generation = session.replace_generation
-        return ModelRequest(
-            provider=config.provider,
-            model=config.model,
-            messages=session.derive_messages(),
-            tools=tools,
-            max_tokens=config.max_tokens,
-            reasoning_effort=config.reasoning_effort,
-            temperature=config.temperature,
-            stop=config.stop,
-            session_id=self._agent.id,
+        return _model_request(
+            config.provider,
+            config.model,
+            session.derive_messages(),
+            tools,
+            config.max_tokens,
+            config.reasoning_effort,
+            config.temperature,
+            config.stop,
+            self._agent.id,
         )

@@ -44,6 +44,7 @@ from ..values import (
     ToolCallChunksRecord,
     ToolCallDelta,
     Usage,
+    builder,
     checker,
     utf8_ok,
 )
@@ -67,6 +68,7 @@ C = TypeVar("C")
 
 _check_chunk = checker(StreamChunk)
 _check_record = checker(StreamRecord)
+_raw_record = builder(RawChunkRecord)
 
 
 @attrs.define(eq=False)
@@ -147,7 +149,7 @@ class StreamAccumulator:
                 self._check(chunk)  # names the problem (str subclasses pass)
             if not call_id or name == "":
                 self._close()
-                self._done.append(RawChunkRecord(time_ms, chunk))
+                self._done.append(_raw_record(time_ms, chunk))
                 self._count += 1
                 return
             if (
@@ -170,7 +172,7 @@ class StreamAccumulator:
             self._check(chunk)  # names the problem
         if self._kind != _NONE:
             self._close()
-        self._done.append(RawChunkRecord(time_ms, chunk))
+        self._done.append(_raw_record(time_ms, chunk))
         self._count += 1
 
     def text_run(self) -> int | None:
