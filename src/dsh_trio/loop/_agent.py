@@ -164,7 +164,7 @@ class Agent:
         recorder = self._recorder
         if wakeup and recorder is not None and recorder.fault is not None:
             raise self._refusal(recorder.fault)
-        t = coerce_target(target)
+        t = target if target.__class__ is InboxTarget else coerce_target(target)
         phase = self._phase
         after_abort = wakeup and not isinstance(phase, Idle) and phase.signal.cancelled
         self.inbox._insert(InboxTarget.NEXT_TURN if after_abort else t, message)

@@ -67,6 +67,7 @@ _turn_end = builder(TurnEnd)
 _step_start = builder(StepStart)
 _step_end = builder(StepEnd)
 _model_request = builder(ModelRequest)
+_COMPLETED = Completed()  # shared: a frozen value with no fields
 
 
 class AgentConfigError(DshError, ValueError):
@@ -95,7 +96,7 @@ def _ends_before_step(
     if turn_ends is not None and not decision.messages:
         return turn_ends, False
     if first and not decision.messages:
-        return Completed(), True
+        return _COMPLETED, True
     return None
 
 
@@ -250,7 +251,7 @@ class TurnDriver:
             self.report_error(turn, self._step, failure)
             reason = Errored(_failure_of(failure))
         else:
-            reason = turn_ends if turn_ends is not None else Completed()
+            reason = turn_ends if turn_ends is not None else _COMPLETED
         try:
             self._session._append_trusted("turn/end", _turn_end(turn, reason))
         except Exception as exc:
@@ -336,13 +337,13 @@ class TurnDriver:
                     return MaxTokens()
                 calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
                 if not calls:
-                    return Completed()
+                    return _COMPLETED
                 mark = session.next_seq
                 concluded = await services.tools.execute(
                     agent, turn=turn, step=step, calls=calls, signal=signal
                 )
                 answer_calls(session, agent.id, turn, step, calls, mark, None, signal)
-                return Completed() if concluded else None
+                return _COMPLETED if concluded else None
         except BaseException as exc:
             if calls:
                 answer_calls(

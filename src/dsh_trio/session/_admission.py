@@ -32,7 +32,14 @@ from ..values import (
 )
 from ._stream import expand_stream
 
-__all__ = ["invalid", "typed_event_data", "check_sources", "admitted", "new_event"]
+__all__ = [
+    "EVENT_SETTERS",
+    "admitted",
+    "check_sources",
+    "invalid",
+    "new_event",
+    "typed_event_data",
+]
 
 _MAX: Final = MAX_SAFE_INTEGER
 
@@ -56,6 +63,8 @@ def _event_setters() -> tuple[Callable[[object, object], None], ...]:
 
 
 _new = object.__new__
+#: The slot setters of :class:`SessionEvent`'s fields, in declaration order.
+EVENT_SETTERS: Final = _event_setters()
 (
     _set_seq,
     _set_time,
@@ -64,7 +73,7 @@ _new = object.__new__
     _set_surface_op,
     _set_sources,
     _set_ignorable,
-) = _event_setters()
+) = EVENT_SETTERS
 
 
 def new_event(

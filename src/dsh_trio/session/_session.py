@@ -42,7 +42,13 @@ from ..values import (
     SurfaceOp,
     now_ms,
 )
-from ._admission import admitted, check_sources, invalid, new_event, typed_event_data
+from ._admission import (
+    EVENT_SETTERS,
+    admitted,
+    check_sources,
+    invalid,
+    typed_event_data,
+)
 from ._fork import fork_prefix
 from ._headers import new_header, restored_header
 from ._history import DerivedMessages, HistoryFold
@@ -54,6 +60,17 @@ from ._views import SessionEvents
 __all__ = ["Session"]
 
 _logger = logging.getLogger("dsh_trio")
+
+_new = object.__new__
+(
+    _set_seq,
+    _set_time,
+    _set_type,
+    _set_data,
+    _set_surface_op,
+    _set_sources,
+    _set_ignorable,
+) = EVENT_SETTERS
 
 _MAX: Final = MAX_SAFE_INTEGER
 
@@ -377,7 +394,15 @@ class Session:
                 raise invalid(
                     seq, type, f"the clock returned {now!r:.40}, not epoch milliseconds"
                 )
-        event = new_event(seq, now, type, typed, surface_op, sources)
+        # ``new_event(...)``, inline (an append is the hot path of every turn).
+        event = _new(SessionEvent)
+        _set_seq(event, seq)
+        _set_time(event, now)
+        _set_type(event, type)
+        _set_data(event, typed)
+        _set_surface_op(event, surface_op)
+        _set_sources(event, sources)
+        _set_ignorable(event, False)
         # Commit: the log, then the surface or the markers (as in ``_admit``).
         self._live.append(event)
         if plan is not None:
@@ -385,26 +410,27 @@ class Session:
         elif type in MARKER_TYPES:
             self._markers.fold(event)
         subs = self._subs
-        if subs:
-            self._publish(event, subs)
+        if subs:  # ``_publish``, inline
+            self._publishing = True
+            try:
+                for sub in subs:
+                    try:
+                        sub.listener(event)
+                    except Exception:
+                        self._listener_failed(sub, event)
+            finally:
+                self._publishing = False
         return event
 
-    def _publish(self, event: SessionEvent, subs: tuple[_Subscription, ...]) -> None:
-        self._publishing = True
-        try:
-            for sub in subs:
-                try:
-                    sub.listener(event)
-                except Exception:
-                    _logger.exception(
-                        'session "%s": listener %r failed on event %d (%s)',
-                        self._id,
-                        sub.listener,
-                        event.seq,
-                        event.type,
-                    )
-        finally:
-            self._publishing = False
+    def _listener_failed(self, sub: _Subscription, event: SessionEvent) -> None:
+        """Log the exception being handled: ``sub``'s listener raised it on ``event``."""
+        _logger.exception(
+            'session "%s": listener %r failed on event %d (%s)',
+            self._id,
+            sub.listener,
+            event.seq,
+            event.type,
+        )
 
     # ------------------------------------------------------------------ loading
 

@@ -149,6 +149,7 @@ class SystemMessage:
 
 Message: TypeAlias = UserMessage | AssistantMessage | SystemMessage
 
+_USER = UserSource()  # shared: a frozen value with no fields
 _BLOCK_TYPES = (TextBlock, ReasoningBlock, ImageBlock, ToolCallBlock, ToolResultBlock)
 _SOURCE_TYPES = (UserSource, PluginSource, ModelSource, ToolSource)
 
@@ -209,5 +210,5 @@ def user_message(
     return UserMessage(
         id=MessageId(id) if id is not None else new_message_id(),
         content=content,
-        source=source if source is not None else UserSource(),
+        source=source if source is not None else _USER,
     )
