@@ -107,9 +107,14 @@ async def live_turns(agent: dsh.Agent, counter: _LiveCounter, turns: int) -> Non
         await when_idle()
 
 
-def _measure_live(turns: int, reps: int) -> list[tuple[float, float]]:
-    """(floor, runtime) CPU µs/turn per repetition, alternating in one process."""
+def _measure_live(
+    turns: int, reps: int
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(floor, runtime) CPU µs/turn per repetition, alternating in one process: the
+    agent consumed live, and an agent nobody listens to, each against the floor
+    measured just before it."""
     out: list[tuple[float, float]] = []
+    quiet: list[tuple[float, float]] = []
     texts = tuple(c.text for c in reply_chunks() if isinstance(c, dsh.TextDelta))
 
     async def main() -> None:
@@ -119,8 +124,10 @@ def _measure_live(turns: int, reps: int) -> list[tuple[float, float]]:
             agent = handle.agent
             counter = _LiveCounter()
             agent.scope.on("agent/assistant-stream", counter)
+            unheard = await runtime.agents.create(options=OPTIONS)
             await bare_turns(turns // 5, texts)  # warm-up
             await live_turns(agent, counter, turns // 5)
+            await runtime_turns(unheard.agent, turns // 5)
             for _ in range(reps):
                 clean_heap()
                 with timed() as floor:
@@ -133,10 +140,19 @@ def _measure_live(turns: int, reps: int) -> list[tuple[float, float]]:
                     await live_turns(agent, counter, turns)
                 assert counter.n == turns * len(texts), counter.n
                 out.append((floor.cpu_ns / turns / 1000, rt.cpu_ns / turns / 1000))
+                clean_heap()
+                with timed() as floor:
+                    log = await bare_turns(turns, texts)
+                del log
+                clean_heap()
+                with timed() as rt:
+                    await runtime_turns(unheard.agent, turns)
+                quiet.append((floor.cpu_ns / turns / 1000, rt.cpu_ns / turns / 1000))
             await handle.dispose()
+            await unheard.dispose()
 
     trio.run(main)
-    return out
+    return out, quiet
 
 
 def _measure(
@@ -195,7 +211,7 @@ def run(ctx: Context) -> list[Row]:
         )
     ratio = [r / f for r, f in zip(rt_cpu, floor_cpu, strict=True)]
     shape = f"{turns:,} turns x {len(chunks)} chunks"
-    live = _measure_live(turns, ctx.repetitions)
+    live, quiet = _measure_live(turns, ctx.repetitions)
     ctx.log(
         "W1 live: " + ", ".join(f"{r:.1f} µs/turn (floor {f:.1f})" for f, r in live)
     )
@@ -249,4 +265,12 @@ def run(ctx: Context) -> list[Row]:
             note="no subscriber; per repetition, same run",
         ),
         *shown_live,
+        Row(
+            workload=NAME,
+            metric="no subscriber: ratio dsh_trio / plain floor (CPU)",
+            unit="x",
+            samples=tuple(r / f for f, r in quiet),
+            target=Target(bar=1.5),
+            note="nobody listens to the stream; the live rows' floor, measured beside it",
+        ),
     ]
