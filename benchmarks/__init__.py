@@ -13,6 +13,9 @@ Workloads (see each module's docstring):
   20-delta scripted text reply, next to a bare-trio floor measured in the same run.
 - **W1-growth** (``w1_growth``): µs/turn of turns 1-100, 901-1,000 and
   9,901-10,000 of one agent.
+- **W1-shape** (``w1_shape``): the live W1 turn with 1, 20 and 80 text deltas, fitted
+  as ``fixed + per_chunk · chunks`` for dsh_trio and for the floor: what the runtime
+  adds per turn and per chunk.
 - **W2** (``w2_tools``): one tool call then a final answer per turn (runs once tools
   are available).
 - **W3** (``w3_concurrent``): 100 agents at once, 10 follow-up turns each.

@@ -26,6 +26,11 @@ HERE = Path(__file__).resolve().parent
 WORKLOADS: tuple[tuple[str, str, str], ...] = (
     ("W1", "w1_turns", "1,000 sequential single-step turns vs a bare-trio floor"),
     ("W1-growth", "w1_growth", "µs/turn early vs late in a 10,000-turn history"),
+    (
+        "W1-shape",
+        "w1_shape",
+        "a live turn as fixed + per-chunk cost, next to the floor's",
+    ),
     ("W2", "w2_tools", "one tool call then a final answer per turn"),
     ("W3", "w3_concurrent", "100 agents x 10 follow-up turns, concurrently"),
     ("W4", "w4_memory", "bytes and tasks per idle agent, 1,000 idle agents"),
