@@ -42,13 +42,41 @@ _FROM_PAYLOAD: Any = _Unset()
 
 
 class _Entry:
-    """One registration. Identity distinguishes two registrations of one callable."""
+    """One registration, and its idempotent disposer (calling it removes it).
 
-    __slots__ = ("listener", "scope")
+    Identity distinguishes two registrations of one callable. Being its own disposer
+    keeps a registration one small object (an agent-scoped listener of an idle agent
+    costs only this).
+    """
 
-    def __init__(self, listener: Callable[..., Any], scope: object | None) -> None:
+    __slots__ = ("_bus", "_name", "listener", "scope")
+
+    def __init__(
+        self,
+        bus: EventBus,
+        name: str,
+        listener: Callable[..., Any],
+        scope: object | None,
+    ) -> None:
+        self._bus = bus
+        self._name = name
         self.listener = listener
         self.scope = scope
+
+    def __call__(self) -> None:
+        """Remove this registration (no-op once removed)."""
+        bus = self._bus
+        name = self._name
+        table = bus._listeners
+        entries = table.get(name)
+        if entries is None or self not in entries:
+            return
+        remaining = tuple(e for e in entries if e is not self)
+        if remaining:
+            table[name] = remaining
+        else:
+            del table[name]
+        bus._cache.pop(name, None)
 
 
 def _no_parent(_scope: object) -> object | None:
@@ -269,23 +297,11 @@ class EventBus:
                 "payload to a task (e.g. send it on a trio memory channel read by a "
                 "task in your nursery)."
             )
-        entry = _Entry(listener, scope)
+        entry = _Entry(self, name, listener, scope)
         current = self._listeners.get(name, ())
         self._listeners[name] = (entry, *current) if prepend else (*current, entry)
         self._cache.pop(name, None)
-
-        def dispose() -> None:
-            entries = self._listeners.get(name)
-            if entries is None or entry not in entries:
-                return
-            remaining = tuple(e for e in entries if e is not entry)
-            if remaining:
-                self._listeners[name] = remaining
-            else:
-                del self._listeners[name]
-            self._cache.pop(name, None)
-
-        return dispose
+        return entry
 
     def has_listeners(self, name: str) -> bool:
         """Whether any listener (of any scope) is registered for ``name``.

@@ -106,11 +106,8 @@ class Agent:
         self.session = session
         self._services = services
         self.scope = AgentScope(self, services)
-        self.inbox = Inbox(
-            session,
-            notify=self,
-            check_alive=self._check_alive,
-        )
+        # ``check_alive=None``: the inbox asks this agent's ``_check_alive`` itself.
+        self.inbox = Inbox(session, notify=self, check_alive=None)
         self._phase: Phase = Idle(last_turn=session.last_turn)
         # Made by the first turn: an agent that never ran stays small (W4).
         self._driver: TurnDriver | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -100,6 +101,14 @@ def _ends_before_step(
     return None
 
 
+def _boundary(fresh: bool) -> Callable[[], Awaitable[None]]:
+    """What a step boundary awaits after its claim: a checkpoint, or only a check for
+    a cancel when the boundary is the first of a driver task that just started (its
+    start was the yield after the claim)."""
+    lowlevel = trio.lowlevel
+    return lowlevel.checkpoint_if_cancelled if fresh else lowlevel.checkpoint
+
+
 def _failure_of(exc: BaseException) -> LlmFailure:
     if isinstance(exc, LlmError):
         return exc.failure
@@ -116,9 +125,7 @@ class OpenedTurn:
     signal: CancelSignal
     claimed: list[UserMessage] | None
     error: Exception | None = None
-    #: Opened before its driver task started: the task's start is the schedule
-    #: point after the claim, so the turn's first boundary only checks for a cancel.
-    fresh: bool = False
+    fresh: bool = False  #: opened before its driver task started (see ``_boundary``)
 
 
 class TurnDriver:
@@ -173,10 +180,9 @@ class TurnDriver:
     async def run_turn(self, opened: OpenedTurn) -> bool:
         """Run one opened turn to its ``turn/end``; True if the driver should go on.
 
-        Checkpoints at each step boundary. A failure inside the turn is reported
-        (``agent/error``) and ends it ``Errored``; its own cancellation ends it
-        ``Aborted(first cause)``; a cancellation from outside (the owner shutting
-        down) is recorded as a disposal, closes the turn, and propagates.
+        A failure in the turn is reported (``agent/error``) and ends it ``Errored``;
+        its own cancellation ends it ``Aborted(first cause)``; one from outside (the
+        owner shutting down) is recorded as a disposal, closes the turn, propagates.
         """
         signal, turn, inbox = opened.signal, opened.turn, self._inbox
         self._step = 0
@@ -189,16 +195,13 @@ class TurnDriver:
                 try:
                     if opened.error is not None:
                         raise opened.error
-                    claimed, target = opened.claimed, InboxTarget.NEXT_TURN
-                    fresh = opened.fresh
+                    claimed, fresh = opened.claimed, opened.fresh
+                    target = InboxTarget.NEXT_TURN
                     while True:
                         if claimed is None:
                             claimed = inbox._claim(target, turn)
-                        if fresh:  # the task just started: that was the yield
-                            fresh = False
-                            await trio.lowlevel.checkpoint_if_cancelled()
-                        else:
-                            await trio.lowlevel.checkpoint()
+                        await _boundary(fresh)()
+                        fresh = False
                         step = self._step + 1
                         decision = await self._pre_step(claimed, turn, step, signal)
                         claimed_ids = set(map(id, claimed))

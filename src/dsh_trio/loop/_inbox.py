@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from ..errors import DuplicateMessageError, InvalidSpliceError, SessionCorruptError
 from ..values import (
@@ -44,6 +44,12 @@ class InboxObserver(Protocol):
     def _inbox_inserted(self, message: UserMessage) -> None: ...
     def _inbox_discarded(self, message: UserMessage) -> None: ...
     def _inbox_claimed(self, message: UserMessage, turn: int) -> None: ...
+
+
+class LiveObserver(InboxObserver, Protocol):
+    """An observer that also says whether the inbox still takes input (an agent)."""
+
+    def _check_alive(self) -> None: ...
 
 
 class _Silent:
@@ -120,22 +126,33 @@ class Inbox:
     nothing. Created by the runtime; there is no public constructor.
     """
 
-    __slots__ = ("_check_alive", "_next_step", "_next_turn", "_notify", "_session")
+    __slots__ = ("_alive", "_next_step", "_next_turn", "_notify", "_session")
 
     def __init__(
         self,
         session: Session,
         *,
         notify: InboxObserver = _SILENT,
-        check_alive: Callable[[], None] = _noop,
+        check_alive: Callable[[], None] | None = _noop,
     ) -> None:
+        """``check_alive`` runs before every public mutation and raises to refuse it;
+        ``None`` asks ``notify`` (a :class:`LiveObserver`, e.g. the agent) through its
+        own ``_check_alive``, so the inbox keeps no bound method of its owner."""
         self._session = session
         self._notify = notify
-        self._check_alive = check_alive
+        self._alive = check_alive
         self._next_turn: tuple[UserMessage, ...] = ()
         self._next_step: tuple[UserMessage, ...] = ()
         for event in session.events.of_types("agent/inbox/spliced"):
             self._replay(event)
+
+    def _check_alive(self) -> None:
+        """Refuse a public mutation of an inbox that takes no more input."""
+        alive = self._alive
+        if alive is None:
+            cast("LiveObserver", self._notify)._check_alive()
+        else:
+            alive()
 
     # ------------------------------------------------------------------ reads
 

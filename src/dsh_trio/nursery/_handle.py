@@ -32,6 +32,8 @@ class AgentHandle:
     Usable as ``async with handle:`` (disposes on exit).
     """
 
+    __slots__ = ("__weakref__", "_agent", "_disposal", "_registry")
+
     def __init__(self, agent: Agent, registry: AgentRegistry) -> None:
         self._agent = agent
         self._registry = registry

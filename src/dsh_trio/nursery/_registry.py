@@ -77,9 +77,8 @@ class AgentExistsError(DshError, ValueError):
     """An agent with this session id is already live (or being created)."""
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, weakref_slot=False)
 class _Entry:
-    agent: Agent
     handle: AgentHandle
     owner: Agent | None
     recorder: SessionRecorder | None = None
@@ -87,6 +86,11 @@ class _Entry:
     publishing: trio.Event | None = attrs.field(
         factory=trio.Event
     )  # None once published
+
+    @property
+    def agent(self) -> Agent:
+        """The registered agent (its handle's)."""
+        return self.handle.agent
 
 
 class AgentRegistry:
@@ -314,7 +318,7 @@ class AgentRegistry:
                     await writer.close()  # noqa: ASYNC102  # closing a file is bounded
             raise
         handle = AgentHandle(agent, self)
-        entry = _Entry(agent, handle, parent)
+        entry = _Entry(handle, parent)
         self._entries[session.id] = entry
         if plan is not None:  # no checkpoint since the plan was made: it is still live
             self._runtime.presets._join(agent, plan)

@@ -7,9 +7,7 @@ out :class:`DerivedMessages` snapshots of it in O(1).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import overload
-
-import attrs
+from typing import Final, overload
 
 from ..values import (
     AssistantMessageData,
@@ -19,11 +17,13 @@ from ..values import (
     ToolResultData,
     UserMessage,
 )
-from ._surface import Surface
 
 __all__ = ["DerivedMessages", "HistoryFold"]
 
 _new = object.__new__
+
+#: The messages of a fold that holds none yet (shared, never mutated).
+_NO_ITEMS: Final[list[Message]] = []
 
 
 class DerivedMessages(Sequence[Message]):
@@ -90,7 +90,6 @@ def _project(event: SessionEvent) -> Message | None:
     return None
 
 
-@attrs.define(eq=False)
 class HistoryFold:
     """The surface folded into messages, extended as the surface grows.
 
@@ -98,27 +97,42 @@ class HistoryFold:
     give theirs unless the content is empty; ``tool/result`` gives its result
     message. Only nodes added since the last :meth:`snapshot` are visited; after a
     replace op (a new surface generation) the fold starts over in a new list, so
-    earlier snapshots never change.
+    earlier snapshots never change. Until the fold holds a message its list is a
+    shared empty one (never mutated), so an idle session pays nothing for it.
+
+    A surface is its own fold (:class:`~dsh_trio.session._surface.Surface` mixes this
+    in), so a session keeps one object for both; the class mixing it in provides
+    the fields annotated here.
     """
 
+    # The fold: the messages (``_NO_ITEMS`` until the first), how many nodes were
+    # folded, and the surface generation they were folded from.
+    __slots__ = ("_fold_generation", "_folded", "_items")
+
+    # The surface's: the log, its node seqs in order, its replace-op count.
     _events: Sequence[SessionEvent]
-    _surface: Surface
-    _items: list[Message] = attrs.field(factory=list, init=False)
-    _folded: int = attrs.field(default=0, init=False)
-    _generation: int = attrs.field(default=0, init=False)
+    nodes: list[int]
+    generation: int
+
+    def _start_fold(self) -> None:
+        """An empty fold (the mixing class calls it once it is built)."""
+        self._items = _NO_ITEMS
+        self._folded = 0
+        self._fold_generation = 0
 
     def snapshot(self) -> DerivedMessages:
         """The derived history now, as an immutable O(1) snapshot."""
-        surface = self._surface
-        if self._generation != surface.generation:
-            self._items = []
+        if self._fold_generation != self.generation:
+            self._items = _NO_ITEMS
             self._folded = 0
-            self._generation = surface.generation
-        nodes = surface.nodes
+            self._fold_generation = self.generation
+        nodes = self.nodes
         folded = self._folded
         if folded < len(nodes):
             events = self._events
             items = self._items
+            if items is _NO_ITEMS:  # the first nodes to fold: this fold's own list
+                items = self._items = []
             for k in range(folded, len(nodes)):
                 message = _project(events[nodes[k]])
                 if message is not None:

@@ -20,7 +20,7 @@ MARKER_TYPES = frozenset(
 )
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, weakref_slot=False)
 class Markers:
     """The latest turn and request markers of a log, folded from its off-surface events.
 

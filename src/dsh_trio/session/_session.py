@@ -54,6 +54,7 @@ from ._headers import new_header, restored_header
 from ._history import DerivedMessages, HistoryFold
 from ._loaded import LoadedLog
 from ._markers import MARKER_TYPES, Markers
+from ._subscription import Subscription, listener_failed
 from ._surface import Surface
 from ._views import SessionEvents
 
@@ -75,22 +76,6 @@ _new = object.__new__
 _MAX: Final = MAX_SAFE_INTEGER
 
 
-class _Subscription:
-    """One listener of a session; calling it unsubscribes (the idempotent disposer)."""
-
-    __slots__ = ("listener", "session")
-
-    def __init__(
-        self, listener: Callable[[SessionEvent], None], session: Session
-    ) -> None:
-        self.listener = listener
-        self.session = session
-
-    def __call__(self) -> None:
-        session = self.session
-        session._subs = tuple(s for s in session._subs if s is not self)
-
-
 @attrs.define(eq=False, repr=False)
 class Session:
     """An append-only session log with its surface and derived message history.
@@ -107,8 +92,7 @@ class Session:
         session.derive_messages()  # [UserMessage(...)]
     """
 
-    _id: SessionId
-    _header: SessionHeader
+    _header: SessionHeader  # ``_header.id`` is the session id
     _clock: Callable[[], int]
     _events: DecodedEvents = attrs.field(factory=DecodedEvents, init=False)
     _live: list[SessionEvent] = attrs.field(init=False)  # ``_events.values``
@@ -117,14 +101,19 @@ class Session:
     _surface: Surface = attrs.field(init=False)
     _history: HistoryFold = attrs.field(init=False)
     _markers: Markers = attrs.field(factory=Markers, init=False)
-    _subs: tuple[_Subscription, ...] = attrs.field(default=(), init=False)
+    _subs: tuple[Subscription, ...] = attrs.field(default=(), init=False)
     _publishing: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._live = self._events.values
         self._view = SessionEvents(self._events)
         self._surface = Surface(self._events)
-        self._history = HistoryFold(self._events, self._surface)
+        self._history = self._surface  # a surface is its own fold
+
+    @property
+    def _id(self) -> SessionId:
+        # Read from the header rather than kept twice (a live session's bytes).
+        return self._header.id
 
     def __repr__(self) -> str:
         return f"<Session {self._id!r}: {self._base + len(self._live)} events>"
@@ -177,7 +166,7 @@ class Session:
             parent_session=parent_session,
             clock=clock_fn,
         )
-        session = cls(id=header.id, header=header, clock=clock_fn)
+        session = cls(header=header, clock=clock_fn)
         if seed is not None:
             session._load(seed, "seed")
             last = session._events[-1] if session._events else None
@@ -213,11 +202,7 @@ class Session:
             SessionCorruptError: the first malformed event (``seq`` names it).
         """
         header = restored_header(header)
-        session = cls(
-            id=header.id,
-            header=header,
-            clock=clock if clock is not None else now_ms,
-        )
+        session = cls(header=header, clock=clock if clock is not None else now_ms)
         session._load(events, "log")
         return session
 
@@ -302,7 +287,7 @@ class Session:
         Returns:
             An idempotent disposer that unsubscribes this subscription.
         """
-        sub = _Subscription(listener, self)
+        sub = Subscription(listener, self)
         self._subs = (*self._subs, sub)
         return sub
 
@@ -417,20 +402,10 @@ class Session:
                     try:
                         sub.listener(event)
                     except Exception:
-                        self._listener_failed(sub, event)
+                        listener_failed(self._id, sub, event)
             finally:
                 self._publishing = False
         return event
-
-    def _listener_failed(self, sub: _Subscription, event: SessionEvent) -> None:
-        """Log the exception being handled: ``sub``'s listener raised it on ``event``."""
-        _logger.exception(
-            'session "%s": listener %r failed on event %d (%s)',
-            self._id,
-            sub.listener,
-            event.seq,
-            event.type,
-        )
 
     # ------------------------------------------------------------------ loading
 
@@ -481,7 +456,7 @@ class Session:
         self._base = events.compact_count
         self._view = SessionEvents(events)
         self._surface = log.surface.copy(events)
-        self._history = HistoryFold(events, self._surface)
+        self._history = self._surface
         self._markers = attrs.evolve(log.markers)
 
     # ------------------------------------------------------------------ fork

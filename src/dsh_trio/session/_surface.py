@@ -29,6 +29,7 @@ from ..values import (
     ToolResultData,
 )
 from ._admission import invalid
+from ._history import HistoryFold
 
 __all__ = ["APPEND", "Plan", "Surface"]
 
@@ -39,25 +40,42 @@ APPEND: Final[tuple[int, int]] = (-1, -1)
 #: :data:`APPEND`, or the ``(i, j)`` index range of the replaced nodes.
 Plan: TypeAlias = tuple[int, int] | None
 
+# The shared stores of a surface with no node yet (never mutated): a session that
+# never had a surface event (an idle agent's) pays nothing for its own.
+_NO_NODES: Final[list[int]] = []
+_NO_POS: Final[dict[int, int]] = {}
 
-@attrs.define(eq=False)
-class Surface:
-    """The current surface nodes of one session log, with an index of their positions.
 
-    Pure memory; never blocks. ``generation`` counts the replace ops applied, so a
-    fold over the nodes knows when it must start over.
+@attrs.define(eq=False, weakref_slot=False)
+class Surface(HistoryFold):
+    """The current surface nodes of one session log, with an index of their positions,
+    and the messages they fold into (:meth:`snapshot`, from :class:`HistoryFold`).
+
+    Pure memory; never blocks. ``generation`` counts the replace ops applied, so the
+    fold over the nodes knows when it must start over. ``nodes`` is read-only outside
+    this class: until the first node it is a shared empty list.
     """
 
     _events: Sequence[SessionEvent]
-    nodes: list[int] = attrs.field(factory=list, init=False)
-    _pos: dict[int, int] = attrs.field(factory=dict, init=False)
+    nodes: list[int] = attrs.field(default=_NO_NODES, init=False)
+    _pos: dict[int, int] = attrs.field(default=_NO_POS, init=False)
     generation: int = attrs.field(default=0, init=False)
 
+    def __attrs_post_init__(self) -> None:
+        self._start_fold()
+
+    @property
+    def events(self) -> Sequence[SessionEvent]:
+        """The log whose seqs the nodes are."""
+        return self._events
+
     def copy(self, events: Sequence[SessionEvent]) -> Surface:
-        """This surface (nodes, index, generation) over ``events``, an equal log."""
+        """This surface (nodes, index, generation) over ``events``, an equal log; its
+        fold starts over."""
         other = Surface(events)
-        other.nodes = list(self.nodes)
-        other._pos = dict(self._pos)
+        if self.nodes:
+            other.nodes = list(self.nodes)
+            other._pos = dict(self._pos)
         other.generation = self.generation
         return other
 
@@ -175,6 +193,9 @@ class Surface:
         """Make event ``seq`` a node as ``plan`` (from :meth:`plan`) says."""
         nodes = self.nodes
         if plan is APPEND:
+            if nodes is _NO_NODES:  # the first node: the stores of this surface
+                self.nodes = nodes = []
+                self._pos = {}
             self._pos[seq] = len(nodes)
             nodes.append(seq)
             return

@@ -55,6 +55,15 @@ class ArgumentsSpec:
     """The compiled parameter list of a tool: its schema and its argument checker."""
 
     fields: tuple[Field, ...]
+    # The argument names, for the check that every given argument is one.
+    keys: frozenset[str] = attrs.field(
+        init=False,
+        eq=False,
+        repr=False,
+        default=attrs.Factory(
+            lambda self: frozenset(f.key for f in self.fields), takes_self=True
+        ),
+    )
 
     def schema(self) -> dict[str, JsonValue]:
         """``{"type": "object", "properties": ..., "required": ..., "additionalProperties": false}``."""
@@ -72,7 +81,7 @@ class ArgumentsSpec:
                 tool=tool,
             )
         try:
-            return convert_fields(self.fields, arguments, "", "argument")
+            return convert_fields(self.fields, arguments, "", "argument", self.keys)
         except Invalid as exc:
             why = clip(exc.why, 300)
             if exc.path:
@@ -103,6 +112,22 @@ def _parse_float(text: str) -> float:
             f"the number {clip(text, 40)} is out of range (not a finite double)"
         )
     return value
+
+
+# One decoder for every call: ``json.loads`` with these hooks would build a fresh
+# ``JSONDecoder`` (and its scanner) each time. The hooks are stateless.
+_DECODER: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_int=_parse_int, parse_float=_parse_float
+)
+
+
+def _decode(raw: str) -> object:
+    """``json.loads(raw, parse_constant=..., parse_int=..., parse_float=...)``."""
+    if raw.startswith("\ufeff"):  # as json.loads refuses a str with a BOM
+        raise json.JSONDecodeError(
+            "Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0
+        )
+    return _DECODER.decode(raw)
 
 
 def nesting_depth(raw: str, limit: int) -> int:
@@ -170,12 +195,7 @@ def parse_arguments(raw: str, tool: str) -> object:
             tool=tool,
         )
     try:
-        value = json.loads(
-            raw,
-            parse_constant=_reject_constant,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-        )
+        value = _decode(raw)
     except RecursionError:
         # Not reachable through the depth scan above, but never a crash.
         raise ToolArgumentsError(

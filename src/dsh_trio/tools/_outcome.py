@@ -50,6 +50,10 @@ class Outcome:
     meta: JsonValue = attrs.field(default=None, hash=False)
     contexts: tuple[UserMessage, ...] = ()
     concluded: bool = False
+    # The result block this outcome makes for its call passed ``check_typed`` and
+    # ``meta`` is ``None``: the session's shape check of the result would find
+    # nothing (see ``_append_result``).
+    checked: bool = attrs.field(default=False, eq=False)
 
 
 def error_outcome(
@@ -112,6 +116,27 @@ def _invalid_output(tool: Tool, why: str, contexts: tuple[UserMessage, ...]) -> 
 
 def _settle(tool: Tool, ctx: ToolContext, value: object) -> Outcome:
     """Turn what a body returned into an outcome (invalid output → an error outcome)."""
+    call_id = ctx.call_id
+    if (
+        type(value) is str
+        and value.isascii()
+        and call_id.__class__ is str
+        and call_id.isascii()
+    ):
+        # Plain ASCII text (the common return): its block passes the check of
+        # ``_settle_checked`` (ASCII strs are loggable), so it is built without it.
+        return Outcome(
+            content=(TextBlock(value),),
+            is_error=False,
+            contexts=ctx.deferred,
+            concluded=ctx.concludes_turn,
+            checked=True,
+        )
+    return _settle_checked(tool, ctx, value)
+
+
+def _settle_checked(tool: Tool, ctx: ToolContext, value: object) -> Outcome:
+    """:func:`_settle` for any value: its result block is checked before use."""
     contexts = ctx.deferred
     meta: JsonValue = None
     is_error = False
@@ -138,6 +163,7 @@ def _settle(tool: Tool, ctx: ToolContext, value: object) -> Outcome:
         meta=meta,
         contexts=contexts,
         concluded=ctx.concludes_turn and not is_error,
+        checked=meta is None,
     )
 
 

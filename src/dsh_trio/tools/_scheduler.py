@@ -366,25 +366,50 @@ class _Run:
 
     def _append_result(self, call: _Call, outcome: Outcome) -> None:
         call_id = call.block.id
-        self.agent.session.append(
-            "tool/result",
-            ToolResultData(
-                turn=self.turn,
-                step=self.step,
-                message=UserMessage(
-                    id=new_message_id(),
-                    content=(
-                        ToolResultBlock(
-                            call_id, outcome.content, is_error=outcome.is_error
-                        ),
+        data = ToolResultData(
+            turn=self.turn,
+            step=self.step,
+            message=UserMessage(
+                id=new_message_id(),
+                content=(
+                    ToolResultBlock(
+                        call_id, outcome.content, is_error=outcome.is_error
                     ),
-                    source=ToolSource(call_id),
                 ),
-                error=outcome.error,
-                meta=outcome.meta,
+                source=ToolSource(call_id),
             ),
-            surface_op="append",
-            source_event_seqs=(call.call_seq,),
+            error=outcome.error,
+            meta=outcome.meta,
+        )
+        session = self.agent.session
+        if outcome.checked and outcome.error is None and self._safe_position(call):
+            # The block passed ``check_typed`` when the body's value settled, ``meta``
+            # and ``error`` are None, the message id is a fresh one, and the call's
+            # ``tool/call`` is an earlier seq: the shape check would find nothing.
+            session._append_trusted(
+                "tool/result",
+                data,
+                surface_op="append",
+                source_event_seqs=(call.call_seq,),
+            )
+        else:
+            session.append(
+                "tool/result",
+                data,
+                surface_op="append",
+                source_event_seqs=(call.call_seq,),
+            )
+
+    def _safe_position(self, call: _Call) -> bool:
+        """Whether the turn and step are safe ints and the call has its ``tool/call``."""
+        turn, step = self.turn, self.step
+        return (
+            turn.__class__ is int
+            and step.__class__ is int
+            and 0 <= turn <= MAX_SAFE_INTEGER
+            and 0 <= step <= MAX_SAFE_INTEGER
+            and call.call_seq.__class__ is int
+            and call.call_seq >= 0
         )
 
     def _close_out_after_failure(self) -> None:

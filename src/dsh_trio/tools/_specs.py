@@ -340,11 +340,17 @@ def _json_default(value: object) -> object:
 
 
 def convert_fields(
-    fields: Sequence[Field], value: object, path: str, what: str
+    fields: Sequence[Field],
+    value: object,
+    path: str,
+    what: str,
+    known: frozenset[str] | None = None,
 ) -> dict[str, object]:
+    """Check object ``value`` against ``fields``; ``known`` is their keys, if at hand."""
     if not isinstance(value, dict):
         raise Invalid(path, f"expected object, got {_got(value)}")
-    known = {f.key for f in fields}
+    if known is None:
+        known = frozenset(f.key for f in fields)
     for key in value:
         if key not in known:
             raise Invalid(path, f"unexpected {what} {clip(repr(key), 60)}")

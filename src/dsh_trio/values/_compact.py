@@ -32,11 +32,52 @@ _NO_LINES: Final[list[bytes]] = []
 _NO_RECENT: Final[dict[int, SessionEvent]] = {}
 _NO_TYPES: Final = bytearray()
 _NO_CODES: Final[dict[str, int]] = {}
+#: The read cache of a sequence that has read no block: (block, its lines).
+_NO_CACHE: Final[tuple[int, list[bytes]]] = (-1, _NO_LINES)
 
 
 def decode_line(line: bytes, seq: int) -> SessionEvent:
     """The event of a log line already read once (so known to be valid)."""
     return decode_event(parse_json_line(line), seq)[0]
+
+
+class _Lines:
+    """The events of a sequence kept as lines: the compressed blocks, the lines
+    after the last full block, the block read last, the events decoded last, and
+    the type of each line (one byte each: a code of ``type_codes``, or
+    ``_UNKNOWN_TYPE`` when not given or past 255 types)."""
+
+    __slots__ = ("blocks", "cached", "lines", "recent", "type_codes", "types")
+
+    def __init__(
+        self,
+        blocks: list[bytes],
+        lines: list[bytes],
+        types: bytearray,
+        type_codes: dict[str, int],
+        recent: dict[int, SessionEvent],
+    ) -> None:
+        self.blocks = blocks  # compressed, BLOCK_LINES lines each
+        self.lines = lines
+        self.cached = _NO_CACHE  # the block read last and its lines
+        self.recent = recent
+        self.types = types
+        self.type_codes = type_codes
+
+    def copy(self) -> _Lines:
+        """Stores of their own holding the same lines (the blocks themselves shared)."""
+        return _Lines(
+            list(self.blocks),
+            list(self.lines),
+            bytearray(self.types),
+            dict(self.type_codes),
+            {},
+        )
+
+
+#: The line stores of every sequence that holds no lines: the shared empty ones
+#: above (never mutated), so a live session pays nothing for them.
+_NO_STORE: Final = _Lines(_NO_LINES, _NO_LINES, _NO_TYPES, _NO_CODES, _NO_RECENT)
 
 
 class DecodedEvents(Sequence[SessionEvent]):
@@ -61,35 +102,27 @@ class DecodedEvents(Sequence[SessionEvent]):
         events[0].data  # TurnStart(turn=1)
     """
 
-    __slots__ = (
-        "_blocks",
-        "_cached_block",
-        "_cached_lines",
-        "_compact",
-        "_lines",
-        "_recent",
-        "_type_codes",
-        "_types",
-        "_unchecked",
-        "_values",
-    )
+    __slots__ = ("_compact", "_store", "_unchecked", "_values")
 
     def __init__(self, events: Iterable[SessionEvent] = ()) -> None:
         # A live session never holds lines: until the first line the line stores are
-        # the shared empty ones below (never mutated), so an idle agent pays nothing
-        # for them; ``_hold_lines`` gives this sequence its own.
+        # the shared empty ones (never mutated), so an idle agent pays nothing for
+        # them; ``_hold_lines`` gives this sequence its own.
         self._unchecked: set[int] | None = None  # made when first asked for
-        self._blocks: list[bytes] = _NO_LINES  # compressed, BLOCK_LINES lines each
-        self._lines: list[bytes] = _NO_LINES  # the lines after the last full block
+        self._store = _NO_STORE
         self._compact = 0  # how many events are kept as lines
         self._values: list[SessionEvent] = list(events)
-        self._cached_block = -1
-        self._cached_lines: list[bytes] = _NO_LINES
-        self._recent: dict[int, SessionEvent] = _NO_RECENT
-        # The type of each event kept as a line, one byte each (a code of
-        # ``_type_codes``; ``_UNKNOWN_TYPE`` when not given or past 255 types).
-        self._types = _NO_TYPES
-        self._type_codes: dict[str, int] = _NO_CODES
+
+    @property
+    def _blocks(self) -> list[bytes]:
+        """The compressed blocks (read-only; ``_NO_LINES`` while no line is held)."""
+        return self._store.blocks
+
+    @property
+    def _lines(self) -> list[bytes]:
+        """The lines after the last full block (read-only; ``_NO_LINES`` while no
+        line is held)."""
+        return self._store.lines
 
     @property
     def unchecked(self) -> set[int]:
@@ -104,10 +137,7 @@ class DecodedEvents(Sequence[SessionEvent]):
 
     def _hold_lines(self) -> None:
         """Give this sequence its own line stores (before its first line)."""
-        self._blocks, self._lines = list(self._blocks), list(self._lines)
-        self._recent = {}
-        self._types = bytearray(self._types)
-        self._type_codes = dict(self._type_codes)
+        self._store = self._store.copy()
 
     # ------------------------------------------------------------------ building
 
@@ -125,20 +155,22 @@ class DecodedEvents(Sequence[SessionEvent]):
                 f"event lines must come before event values; position "
                 f"{len(self)} already holds a value"
             )
-        if self._lines is _NO_LINES:
+        store = self._store
+        if store is _NO_STORE:
             self._hold_lines()
+            store = self._store
         code = _UNKNOWN_TYPE
         if type_ is not None:
-            codes = self._type_codes
+            codes = store.type_codes
             code = codes.get(type_, _UNKNOWN_TYPE)
             if code == _UNKNOWN_TYPE and len(codes) < _UNKNOWN_TYPE:
                 code = codes[type_] = len(codes)
-        self._types.append(code)
-        lines = self._lines
+        store.types.append(code)
+        lines = store.lines
         lines.append(line)
         self._compact += 1
         if len(lines) == BLOCK_LINES:
-            self._blocks.append(zlib.compress(b"\n".join(lines), _LEVEL))
+            store.blocks.append(zlib.compress(b"\n".join(lines), _LEVEL))
             lines.clear()
 
     def append(self, event: SessionEvent) -> None:
@@ -168,10 +200,8 @@ class DecodedEvents(Sequence[SessionEvent]):
         other = DecodedEvents(self._values)
         if self._unchecked:
             other._unchecked = set(self._unchecked)
-        if self._lines is not _NO_LINES:
-            other._blocks, other._lines = self._blocks, self._lines
-            other._types, other._type_codes = self._types, self._type_codes
-            other._hold_lines()  # copies of each
+        if self._store is not _NO_STORE:
+            other._store = self._store.copy()
             other._compact = self._compact
         return other
 
@@ -181,17 +211,19 @@ class DecodedEvents(Sequence[SessionEvent]):
         return self._compact + len(self._values)
 
     def _line(self, index: int) -> bytes:
+        store = self._store
         block, offset = divmod(index, BLOCK_LINES)
-        if block == len(self._blocks):
-            return self._lines[offset]
-        if block != self._cached_block:
-            self._cached_lines = zlib.decompress(self._blocks[block]).split(b"\n")
-            self._cached_block = block
-        return self._cached_lines[offset]
+        if block == len(store.blocks):
+            return store.lines[offset]
+        cached = store.cached
+        if cached[0] != block:
+            lines = zlib.decompress(store.blocks[block]).split(b"\n")
+            cached = store.cached = (block, lines)
+        return cached[1][offset]
 
     def _decoded(self, index: int) -> SessionEvent:
         """The event at ``0 <= index < compact_count``, decoded (or cached)."""
-        recent = self._recent
+        recent = self._store.recent
         event = recent.get(index)
         if event is None:
             event = decode_line(self._line(index), index)
@@ -232,11 +264,12 @@ class DecodedEvents(Sequence[SessionEvent]):
         # Block by block without the cache: a full pass must not evict what
         # indexed reads keep.
         seq = 0
-        for block in self._blocks:
+        store = self._store
+        for block in store.blocks:
             for line in zlib.decompress(block).split(b"\n"):
                 yield decode_line(line, seq)
                 seq += 1
-        for line in self._lines:
+        for line in store.lines:
             yield decode_line(line, seq)
             seq += 1
         values = self._values
@@ -255,10 +288,11 @@ class DecodedEvents(Sequence[SessionEvent]):
         """
         wanted = set(types)
         codes = bytearray(256)  # codes[c]: events of type code c are wanted
-        for name, code in self._type_codes.items():
+        store = self._store
+        for name, code in store.type_codes.items():
             codes[code] = name in wanted
         codes[_UNKNOWN_TYPE] = 1  # the type is known only once decoded
-        kinds = self._types
+        kinds = store.types
         order = range(self._compact - 1, -1, -1) if reverse else range(self._compact)
         values = self._values
         if reverse:

@@ -59,7 +59,8 @@ def builder(cls: type[T]) -> Callable[..., T]:
     namespace: dict[str, Any] = {f"s{i}": s for i, s in enumerate(setters)}
     namespace.update(_new=object.__new__, _cls=cls)
     source = f"def build({params}):\n    o = _new(_cls); {body}\n    return o\n"
-    exec(compile(source, f"<builder of {cls.__qualname__}>", "exec"), namespace)  # the class's own field list
+    # ``source`` is generated from the class's own field list.
+    exec(compile(source, f"<builder of {cls.__qualname__}>", "exec"), namespace)
     build: Callable[..., T] = namespace["build"]
     build.__qualname__ = build.__name__ = f"build_{cls.__name__}"
     return build
