@@ -298,8 +298,9 @@ class ModelStream:
         The close runs shielded and for at most ``_CLOSE_TIMEOUT_S``; a failing close
         is logged, never raised.
         """
-        _warn_repaired(self._provider, self._repaired)
-        self._repaired = 0
+        if self._repaired:
+            _warn_repaired(self._provider, self._repaired)
+            self._repaired = 0
         iterator = self._iterator
         self._iterator = None
         aclose = getattr(iterator, "aclose", None)

@@ -90,6 +90,7 @@ class Attempts:
         try:
             try:
                 while True:
+                    text: str | None = None  # the text of an ASCII text delta
                     try:
                         chunk = await next_chunk()
                     except StopAsyncIteration:
@@ -98,13 +99,16 @@ class Attempts:
                         chunk = stream.failed(exc)
                     else:
                         # An ASCII text delta needs no repair; anything else is checked.
-                        if chunk.__class__ is not TextDelta or not (
-                            (text := chunk.text).__class__ is str and text.isascii()
+                        if not (
+                            chunk.__class__ is TextDelta
+                            and (text := chunk.text).__class__ is str
+                            and text.isascii()
                         ):
+                            text = None
                             chunk = checked(chunk)
                     if signal._cause is not None:  # ``cancelled``, without the call
                         break  # a chunk that arrives after the abort is not kept
-                    if take(chunk):
+                    if take(chunk, text):
                         break  # nothing after the finish is read
             finally:
                 await stream.aclose()
@@ -179,19 +183,19 @@ class _Attempt:
             _set_frame(payload, frame)
             target.emit(payload)
 
-    def take(self, chunk: StreamChunk) -> bool:
+    def take(self, chunk: StreamChunk, text: str | None = None) -> bool:
         """Record, assemble and show one chunk; True for the finish. Hot path.
 
-        A text delta that continues the open text run of an open text block (the
-        common chunk) extends both directly; any other chunk goes through
-        :meth:`StreamAccumulator.push` and :meth:`BlockAssembler.push`.
+        ``text``: the chunk is a :class:`TextDelta` whose text is this ASCII ``str``
+        (the reader checked it). Such a delta that continues the open text run of
+        an open text block (the common chunk) extends both directly; any other
+        chunk goes through :meth:`StreamAccumulator.push` and
+        :meth:`BlockAssembler.push`.
         """
         now = _time_ns() // 1_000_000
         if (
-            chunk.__class__ is TextDelta
-            and chunk.index is self.text_index
-            and (text := chunk.text).__class__ is str
-            and text.isascii()
+            text is not None
+            and chunk.index is self.text_index  # type: ignore[union-attr]
             and self.extend_text(text, now)
         ):
             self.text_parts.append(text)
