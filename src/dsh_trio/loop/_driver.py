@@ -103,8 +103,10 @@ def _ends_before_step(
 
 def _boundary(fresh: bool) -> Callable[[], Awaitable[None]]:
     """What a step boundary awaits after its claim: a checkpoint, or only a check for
-    a cancel when the boundary is the first of a driver task that just started (its
-    start was the yield after the claim)."""
+    a cancel when nothing but synchronous code ran since the last yield: the first
+    boundary of a driver task that just started (its start was that yield), and the
+    boundary after a tool round (``ToolRegistry.execute`` returns right after a
+    checkpoint; the step's remaining bookkeeping is synchronous)."""
     lowlevel = trio.lowlevel
     return lowlevel.checkpoint_if_cancelled if fresh else lowlevel.checkpoint
 
@@ -201,7 +203,6 @@ class TurnDriver:
                         if claimed is None:
                             claimed = inbox._claim(target, turn)
                         await _boundary(fresh)()
-                        fresh = False
                         step = self._step + 1
                         decision = await self._pre_step(claimed, turn, step, signal)
                         claimed_ids = set(map(id, claimed))
@@ -214,6 +215,7 @@ class TurnDriver:
                         step_end = await self._run_step(
                             turn, step, decision, signal, claimed_ids
                         )
+                        fresh = step_end is None  # a tool round ends with a yield
                         if not isinstance(turn_ends, MaxTokens):
                             turn_ends = step_end
                         await trio.lowlevel.checkpoint_if_cancelled()
