@@ -88,12 +88,13 @@ def render_context_sections(
     Raises:
         TypeError: a context rendered something other than a ``str`` or ``None``.
     """
-    entries: list[tuple[str, Callable[[Any], str | None]]] = list(
-        services.prompt.contexts_for(agent)
-    )
+    entries: Sequence[tuple[str, Callable[[Any], str | None]]]
+    entries = services.prompt.contexts_for(agent)
     composition = services.composition
     if composition is not None:
-        entries.extend(composition.contexts_for(agent))
+        extra = composition.contexts_for(agent)
+        if extra:
+            entries = [*entries, *extra]
     if not entries:
         return ()
     merged: dict[str, str] = {}
@@ -116,6 +117,8 @@ def render_context_sections(
 
 def join_context_sections(sections: Sequence[ContextSection]) -> str:
     """The snapshot text of ``sections`` (``""`` when there is none)."""
+    if not sections:
+        return ""
     body = "\n\n".join(s.text for s in sections)
     if not body:
         return ""
@@ -142,12 +145,14 @@ class RuntimeContextProjection:
     log, never waits.
     """
 
-    __slots__ = ("_next_seq", "_retained", "_session")
+    __slots__ = ("_count", "_generation", "_next_seq", "_retained", "_session")
 
     def __init__(self, session: Session) -> None:
         self._session = session
         self._retained: _Retained | _Never | None = _NEVER
         self._next_seq = -1  # -1: not restored from the log yet
+        self._generation = 0  # the surface's replace generation at the last look
+        self._count = 0  # and its node count
 
     @property
     def retained_text(self) -> str | None:
@@ -165,7 +170,8 @@ class RuntimeContextProjection:
         session = self._session
         events = session.events
         self._retained = _NEVER
-        for seq in reversed(session.surface):
+        surface = session._surface_nodes
+        for seq in reversed(surface):
             event = events[seq]
             if event.type != "user/message":
                 continue
@@ -174,6 +180,8 @@ class RuntimeContextProjection:
                 self._retained = _Retained(seq, text)
                 break
         self._next_seq = session.next_seq
+        self._generation = session.replace_generation
+        self._count = len(surface)
 
     def _sync(self) -> None:
         """Follow what the session appended since the last look."""
@@ -185,8 +193,31 @@ class RuntimeContextProjection:
         if end == self._next_seq:
             return
         retained = self._retained
+        surface = session._surface_nodes
+        generation = session.replace_generation
+        if generation == self._generation:
+            # No replace op since the last look: the surface events appended since
+            # are the nodes past the count seen then.
+            events = session.events
+            for seq in surface[self._count :]:
+                event = events[seq]
+                if event.type == "user/message":
+                    owned, text = _owned_text(event.data)
+                    if owned:
+                        retained = _Retained(seq, text)
+        else:
+            retained = self._scan(retained, end)
+        self._retained = retained
+        self._next_seq = end
+        self._generation = generation
+        self._count = len(surface)
+
+    def _scan(
+        self, retained: _Retained | _Never | None, end: int
+    ) -> _Retained | _Never | None:
+        """``retained`` after the events from the last look to ``end``."""
         # One slice of the new events, not a read per event.
-        for event in session.events[self._next_seq : end]:
+        for event in self._session.events[self._next_seq : end]:
             op = event.surface_op
             if (
                 isinstance(op, SurfaceReplace)
@@ -198,8 +229,7 @@ class RuntimeContextProjection:
                 owned, text = _owned_text(event.data)
                 if owned:
                     retained = _Retained(event.seq, text)
-        self._retained = retained
-        self._next_seq = end
+        return retained
 
     def project(self, sections: tuple[ContextSection, ...]) -> UserMessage | None:
         """The snapshot to propose for ``sections``, or ``None`` when nothing changed.

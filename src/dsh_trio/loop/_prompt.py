@@ -121,6 +121,8 @@ class SystemPrompt:
 
     def contexts_for(self, agent: object) -> list[tuple[str, ContextRender]]:
         """The runtime contexts that apply to ``agent`` (global and its own), in order."""
+        if not self._contexts:
+            return []
         return [
             (c.name, c.render)
             for c in self._contexts
@@ -191,36 +193,47 @@ class SystemPromptProjection:
     The route is never "in-history" here, so every projection normalises: later
     non-empty system nodes are replaced by empty ones (single-node replaces citing
     the shadowed seq), then the head node is replaced if its text differs. With no
-    system node on the surface, one is appended (even an empty one).
+    system node on the surface, one is appended (even an empty one). The log is
+    followed through the surface: after no replace op only the nodes appended since
+    the last look are read, and while no system node changes, the same text is not
+    checked again.
     """
 
     def __init__(self, session: Session) -> None:
         self._session = session
         self._generation = -1
-        self._next_seq = 0
+        self._count = 0  # the surface's node count at the last look
         self._nodes: list[int] = []
+        # The text the system nodes were last found to carry, normalised; ``None``
+        # once they change (a replace op or a new system node).
+        self._verified: str | None = None
 
     def _system_nodes(self) -> list[int]:
         session = self._session
-        if session.replace_generation != self._generation:
+        surface = session._surface_nodes
+        generation = session.replace_generation
+        if generation != self._generation:
             events = session.events
-            self._nodes = [
-                s for s in session.surface if events[s].type == "system/message"
-            ]
-            self._generation = session.replace_generation
-            self._next_seq = session.next_seq
-        elif session.next_seq != self._next_seq:
-            # One slice of the new events, not a read per event.
-            for ev in session.events[self._next_seq : session.next_seq]:
-                if ev.type == "system/message" and ev.surface_op == "append":
-                    self._nodes.append(ev.seq)
-            self._next_seq = session.next_seq
+            self._nodes = [s for s in surface if events[s].type == "system/message"]
+            self._generation = generation
+            self._verified = None
+        elif len(surface) != self._count:
+            # With no replace op since the last look, the surface events appended
+            # since are the nodes past the count seen then.
+            events = session.events
+            for seq in surface[self._count :]:
+                if events[seq].type == "system/message":
+                    self._nodes.append(seq)
+                    self._verified = None
+        self._count = len(surface)
         return self._nodes
 
     def project(self, rendered: str, *, turn: int, step: int) -> None:
         """Append or replace system nodes so the surface carries ``rendered`` at its head."""
         session = self._session
         nodes = self._system_nodes()
+        if rendered == self._verified:  # the same nodes, already carrying it
+            return
         if not nodes:
             session._append_trusted(
                 "system/message",
@@ -255,3 +268,5 @@ class SystemPromptProjection:
                 surface_op=SurfaceReplace(head, head),
                 source_event_seqs=(head,),
             )
+        # Whatever was appended above is a replace op: the next look starts over.
+        self._verified = rendered

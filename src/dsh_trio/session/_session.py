@@ -234,6 +234,11 @@ class Session:
         return tuple(self._surface.nodes)
 
     @property
+    def _surface_nodes(self) -> Sequence[int]:
+        """The surface's live node list (O(1), no copy): read it, never change it."""
+        return self._surface.nodes
+
+    @property
     def replace_generation(self) -> int:
         """How many replace ops the surface has seen."""
         return self._surface.generation
