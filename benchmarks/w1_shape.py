@@ -95,47 +95,20 @@ def run(ctx: Context) -> list[Row]:
         )
     )
     note = f"live listener; fitted over {', '.join(map(str, CHUNK_COUNTS))} text deltas"
+    added = [(a - fa, b - fb) for (a, b), (fa, fb) in zip(runtime, floor, strict=True)]
+    shown = (
+        ("dsh_trio fixed CPU µs/turn", [a for a, _ in runtime], note),
+        ("dsh_trio CPU µs per chunk", [b for _, b in runtime], ""),
+        (
+            "floor fixed CPU µs/turn",
+            [a for a, _ in floor],
+            "per delta one checkpoint + list append",
+        ),
+        ("floor CPU µs per chunk", [b for _, b in floor], ""),
+        ("added per turn (fixed, CPU µs)", [a for a, _ in added], ""),
+        ("added per chunk (CPU µs)", [b for _, b in added], ""),
+    )
     return [
-        Row(
-            workload=NAME,
-            metric="dsh_trio fixed CPU µs/turn",
-            unit="µs",
-            samples=tuple(a for a, _ in runtime),
-            note=note,
-        ),
-        Row(
-            workload=NAME,
-            metric="dsh_trio CPU µs per chunk",
-            unit="µs",
-            samples=tuple(b for _, b in runtime),
-        ),
-        Row(
-            workload=NAME,
-            metric="floor fixed CPU µs/turn",
-            unit="µs",
-            samples=tuple(a for a, _ in floor),
-            note="per delta one checkpoint + list append",
-        ),
-        Row(
-            workload=NAME,
-            metric="floor CPU µs per chunk",
-            unit="µs",
-            samples=tuple(b for _, b in floor),
-        ),
-        Row(
-            workload=NAME,
-            metric="added per turn (fixed, CPU µs)",
-            unit="µs",
-            samples=tuple(
-                a - fa for (a, _), (fa, _) in zip(runtime, floor, strict=True)
-            ),
-        ),
-        Row(
-            workload=NAME,
-            metric="added per chunk (CPU µs)",
-            unit="µs",
-            samples=tuple(
-                b - fb for (_, b), (_, fb) in zip(runtime, floor, strict=True)
-            ),
-        ),
+        Row(workload=NAME, metric=metric, unit="µs", samples=tuple(samples), note=text)
+        for metric, samples, text in shown
     ]

@@ -33,7 +33,6 @@ from ..values import (
 from ._stream import expand_stream
 
 __all__ = [
-    "EVENT_SETTERS",
     "admitted",
     "check_sources",
     "invalid",
@@ -63,8 +62,6 @@ def _event_setters() -> tuple[Callable[[object, object], None], ...]:
 
 
 _new = object.__new__
-#: The slot setters of :class:`SessionEvent`'s fields, in declaration order.
-EVENT_SETTERS: Final = _event_setters()
 (
     _set_seq,
     _set_time,
@@ -73,7 +70,7 @@ EVENT_SETTERS: Final = _event_setters()
     _set_surface_op,
     _set_sources,
     _set_ignorable,
-) = EVENT_SETTERS
+) = _event_setters()
 
 
 def new_event(

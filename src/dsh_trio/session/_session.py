@@ -42,8 +42,14 @@ from ..values import (
     SurfaceOp,
     now_ms,
 )
-from ._admission import (
-    EVENT_SETTERS,
+from ._admission import (  # the event's slot setters: appends build events inline
+    _set_data,
+    _set_ignorable,
+    _set_seq,
+    _set_sources,
+    _set_surface_op,
+    _set_time,
+    _set_type,
     admitted,
     check_sources,
     invalid,
@@ -63,15 +69,6 @@ __all__ = ["Session"]
 _logger = logging.getLogger("dsh_trio")
 
 _new = object.__new__
-(
-    _set_seq,
-    _set_time,
-    _set_type,
-    _set_data,
-    _set_surface_op,
-    _set_sources,
-    _set_ignorable,
-) = EVENT_SETTERS
 
 _MAX: Final = MAX_SAFE_INTEGER
 
