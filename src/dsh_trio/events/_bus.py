@@ -238,7 +238,7 @@ class EventBus:
         dispose()
     """
 
-    __slots__ = ("_cache", "_listeners", "_parent_of", "listened")
+    __slots__ = ("_cache", "_listeners", "_parent_of", "_watchers", "listened")
 
     def __init__(
         self, *, parent_of: Callable[[object], object | None] | None = None
@@ -246,6 +246,8 @@ class EventBus:
         # Only names with at least one listener are keys, so "nobody listens" is one
         # failed dictionary lookup.
         self._listeners: dict[str, tuple[_Entry, ...]] = {}
+        # name -> called after every registration for that name (runtime use).
+        self._watchers: dict[str, Callable[[], None]] = {}
         #: A live read-only view whose keys are the names with at least one listener:
         #: ``name in bus.listened`` is :meth:`has_listeners` without a call (hot paths).
         self.listened: Mapping[str, object] = MappingProxyType(self._listeners)
@@ -301,7 +303,15 @@ class EventBus:
         current = self._listeners.get(name, ())
         self._listeners[name] = (entry, *current) if prepend else (*current, entry)
         self._cache.pop(name, None)
+        watcher = self._watchers.get(name)
+        if watcher is not None:
+            watcher()
         return entry
+
+    def _watch(self, name: str, watcher: Callable[[], None]) -> None:
+        """Call ``watcher()`` after every registration for ``name``. Runtime use only
+        (the runtime's agents relay ``session/event`` only once someone listens)."""
+        self._watchers[name] = watcher
 
     def has_listeners(self, name: str) -> bool:
         """Whether any listener (of any scope) is registered for ``name``.

@@ -116,7 +116,11 @@ class Agent:
         self._recorder: SessionRecording | None = None
         # The messages ``run``/``stream`` follow to their turn's end (None: none).
         self._turn_waits: list[TurnWatch] | None = None
-        self._unsubscribe = session.subscribe(self._on_session_event)
+        # The agent follows its session's appends only while something needs them
+        # (a turn wait, a ``session/event`` listener): a relay call per append costs.
+        self._unsubscribe: Callable[[], None] | None = None
+        if "session/event" in services.bus.listened:
+            self._listen()
 
     def __repr__(self) -> str:
         return f"<Agent {self.id!r} {self.status.value}>"
@@ -475,4 +479,16 @@ class Agent:
     def _finish_dispose(self) -> None:
         """Mark the agent disposed and stop relaying its session. Runtime use only."""
         self._stage = _DISPOSED
-        self._unsubscribe()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _listen(self) -> None:
+        """Follow the session's appends (turn waits, ``session/event``). Idempotent.
+
+        Runtime use only: called when a turn wait starts, and by the runtime when a
+        ``session/event`` listener is registered. The agent's subscription runs
+        ahead of any other (a log writer's, say), as if made at creation.
+        """
+        if self._unsubscribe is None and self._stage != _DISPOSED:
+            self._unsubscribe = self.session._subscribe_first(self._on_session_event)

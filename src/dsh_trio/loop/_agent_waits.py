@@ -46,6 +46,7 @@ logger = logging.getLogger("dsh_trio")
 
 def queue_watched(agent: Agent, message: UserMessage, watch: TurnWatch) -> None:
     """Follow ``watch`` and queue ``message`` as a follow-up; unfollow if that raises."""
+    agent._listen()  # the watch learns its turn's end from the session
     waits = agent._turn_waits
     # Copied on write: notifications iterate a list nobody changes under them.
     agent._turn_waits = [watch] if waits is None else [*waits, watch]

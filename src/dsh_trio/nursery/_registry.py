@@ -160,6 +160,11 @@ class AgentRegistry:
         entry = self._entry_of(agent)
         return entry.owner if entry is not None else None
 
+    def _listen_to_sessions(self) -> None:
+        """A ``session/event`` listener was registered: every agent relays its appends."""
+        for entry in builtins.list(self._entries.values()):
+            entry.agent._listen()
+
     def _remove(self, agent: Agent) -> None:
         entry = self._entries.get(agent.id)
         if entry is not None and entry.agent is agent:

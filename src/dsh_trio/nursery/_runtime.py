@@ -74,6 +74,7 @@ class Runtime:
         self.persistence = persistence
         self.agents = AgentRegistry(self)
         self.events = EventBus(parent_of=self._scope_parent)
+        self.events._watch("session/event", self.agents._listen_to_sessions)
         self.models = ModelRegistry()
         self.prompt = SystemPrompt(system_prompt)
         self.sessions = SessionStore()

@@ -293,6 +293,14 @@ class Session:
         self._subs = (*self._subs, sub)
         return sub
 
+    def _subscribe_first(
+        self, listener: Callable[[SessionEvent], None]
+    ) -> Callable[[], None]:
+        """``subscribe``, ahead of every earlier subscription (its owning agent's)."""
+        sub = Subscription(listener, self)
+        self._subs = (sub, *self._subs)
+        return sub
+
     # ------------------------------------------------------------------ appending
 
     def append(
