@@ -13,8 +13,8 @@ from ..values import (
     InboxTarget,
     SessionEvent,
     UserMessage,
+    builder,
     checker,
-    slot_setters,
 )
 
 if TYPE_CHECKING:
@@ -83,28 +83,9 @@ def _normalise(value: float, length: int, *, what: str) -> int:
     return value
 
 
-_new = object.__new__
-_set_target, _set_start, _set_inserted, _set_removed, _set_outcome = slot_setters(
-    InboxSplice, "target", "start", "inserted", "removed_count", "outcome"
-)
-
-
-def _splice(
-    target: InboxTarget,
-    start: int,
-    inserted: tuple[UserMessage, ...],
-    removed_count: int | None,
-    outcome: Literal["canceled"] | None,
-) -> InboxSplice:
-    """``InboxSplice(...)`` of checked parts, without the frozen class's per-field
-    ``object.__setattr__`` (a splice is appended on every input and claim)."""
-    splice = _new(InboxSplice)
-    _set_target(splice, target)
-    _set_start(splice, start)
-    _set_inserted(splice, inserted)
-    _set_removed(splice, removed_count)
-    _set_outcome(splice, outcome)
-    return splice
+#: ``InboxSplice(target, start, inserted, removed_count, outcome)`` of checked parts
+#: (see ``values.builder``): a splice is appended on every input and claim.
+_splice = builder(InboxSplice)
 
 
 def _fold_error(seq: int, problem: str) -> SessionCorruptError:

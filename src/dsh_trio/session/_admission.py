@@ -24,7 +24,6 @@ from ..values import (
     EventData,
     JsonValue,
     SessionEvent,
-    SurfaceOp,
     check_json,
     check_json_value,
     checker,
@@ -36,7 +35,6 @@ __all__ = [
     "admitted",
     "check_sources",
     "invalid",
-    "new_event",
     "typed_event_data",
 ]
 
@@ -61,7 +59,6 @@ def _event_setters() -> tuple[Callable[[object, object], None], ...]:
     return tuple(getattr(SessionEvent, name).__set__ for name in names)
 
 
-_new = object.__new__
 (
     _set_seq,
     _set_time,
@@ -71,28 +68,6 @@ _new = object.__new__
     _set_sources,
     _set_ignorable,
 ) = _event_setters()
-
-
-def new_event(
-    seq: int,
-    time: int,
-    type: str,
-    data: EventData | JsonValue,
-    surface_op: SurfaceOp | None,
-    sources: tuple[int, ...] | None,
-) -> SessionEvent:
-    """``SessionEvent(seq=seq, time=time, ...)`` of parts already checked, built
-    field by field: the hot path of an append skips the frozen class's per-field
-    ``object.__setattr__``. The event equals the one ``__init__`` would build."""
-    event = _new(SessionEvent)
-    _set_seq(event, seq)
-    _set_time(event, time)
-    _set_type(event, type)
-    _set_data(event, data)
-    _set_surface_op(event, surface_op)
-    _set_sources(event, sources)
-    _set_ignorable(event, False)
-    return event
 
 
 _CHECKERS: dict[str, Callable[[Any], None]] = {

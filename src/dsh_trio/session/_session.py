@@ -389,7 +389,7 @@ class Session:
                 raise invalid(
                     seq, type, f"the clock returned {now!r:.40}, not epoch milliseconds"
                 )
-        # ``new_event(...)``, inline (an append is the hot path of every turn).
+        # The event, field by field (an append is the hot path of every turn).
         event = _new(SessionEvent)
         _set_seq(event, seq)
         _set_time(event, now)
