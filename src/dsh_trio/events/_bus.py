@@ -143,10 +143,19 @@ class EmitTarget:
     listener set changed since the last call, so every emit still sees the listener
     set as it was when it started; the scope's owner chain is read when the listeners
     are resolved, not on every emit, so a target serves a span in which the scope's
-    owners do not change (an agent's owners are fixed while it runs).
+    owners do not change (an agent's owners are fixed while it runs). :meth:`renew`
+    starts a new span: one target may serve every span of its scope.
     """
 
-    __slots__ = ("_bus", "_name", "_scope", "entries", "listeners", "table")
+    __slots__ = (
+        "_bus",
+        "_name",
+        "_resolved",
+        "_scope",
+        "entries",
+        "listeners",
+        "table",
+    )
 
     def __init__(self, bus: EventBus, name: str, scope: object) -> None:
         self._bus = bus
@@ -158,6 +167,9 @@ class EmitTarget:
         self.table: dict[str, tuple[_Entry, ...]] = bus._listeners
         self.entries: tuple[_Entry, ...] | None = None
         self.listeners: tuple[Callable[..., Any], ...] = ()
+        # The bus's resolution the listeners came from (with the owner chain they
+        # were resolved against), if it keeps one.
+        self._resolved: _Resolved | None = None
         self.current()
 
     def current(self) -> tuple[Callable[..., Any], ...]:
@@ -165,12 +177,30 @@ class EmitTarget:
         entries = self.table.get(self._name)
         if entries is not self.entries:
             self.entries = entries
-            self.listeners = (
-                ()
-                if entries is None
-                else self._bus._resolve(self._name, entries, self._scope)
-            )
+            self._resolved = None
+            if entries is None:
+                self.listeners = ()
+            else:
+                name, scope, bus = self._name, self._scope, self._bus
+                self.listeners = bus._resolve(name, entries, scope)
+                resolved = bus._cache.get(name, {}).get(id(scope))
+                if resolved is not None and resolved.entries is entries:
+                    self._resolved = resolved
         return self.listeners
+
+    def renew(self) -> tuple[Callable[..., Any], ...]:
+        """:meth:`current`, with the scope's owner chain read again: the listeners
+        a new target would resolve now. Never blocks."""
+        resolved = self._resolved
+        if (
+            resolved is None
+            or self.table.get(self._name) is not self.entries
+            or not self._bus._still(resolved, self._scope)
+        ):
+            self.entries = None
+            self.listeners = ()
+            self._resolved = None
+        return self.current()
 
     def emit(self, payload: object) -> None:
         """Call the listeners :meth:`current` returned last, as :meth:`EventBus.emit`.

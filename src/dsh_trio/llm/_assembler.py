@@ -208,9 +208,13 @@ class BlockAssembler:
             LlmError: (code ``INVALID_STREAM``) a block of an unknown type was never
                 closed, so it cannot be assembled.
         """
+        finish = self._finish
+        if finish is None or finish.reason.kind != "max-tokens":
+            order = self._order
+            if len(order) == 1 and (end := order[0].end) is not None:
+                return (end,)  # the common reply: one closed block
+            return tuple(self._assemble())
         assembled = self._assemble()
-        if self.finish.kind != "max-tokens":
-            return tuple(assembled)
         return tuple(
             block
             for block, keep in zip(assembled, self._keep_mask(assembled), strict=True)

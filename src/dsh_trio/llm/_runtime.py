@@ -39,6 +39,7 @@ from ._types import ModelAdapter, ModelRequest
 __all__ = ["error_chain", "failure_of", "stream_model"]
 
 _logger = logging.getLogger("dsh_trio")
+_AsyncGenerator = types.AsyncGeneratorType
 
 #: How long closing an adapter's stream may take (it runs shielded from cancellation).
 _CLOSE_TIMEOUT_S = 5.0
@@ -301,14 +302,32 @@ class ModelStream:
         if self._repaired:
             _warn_repaired(self._provider, self._repaired)
             self._repaired = 0
-        iterator = self._iterator
+        iterator: Any = self._iterator
         self._iterator = None
-        aclose = getattr(iterator, "aclose", None)
-        # A finished async generator (ran to its end, or an exception such as
-        # Cancelled came out of it) has nothing left to close.
-        if aclose is None or getattr(iterator, "ag_frame", True) is None:
-            return  # noqa: ASYNC910  # nothing to close: the reading already checkpointed
         try:
+            if iterator.__class__ is _AsyncGenerator:
+                # Hot path: the common adapter stream, an async generator, as
+                # ``_close`` closes it (without the calls).
+                if iterator.ag_frame is None:
+                    return  # noqa: ASYNC910  # finished: nothing to close
+                if (
+                    iterator.ag_await is None
+                    and iterator.ag_running is False
+                    and not iterator.ag_code.co_exceptiontable
+                ):
+                    closing = iterator.aclose()
+                    try:
+                        trap = closing.send(None)
+                    except StopIteration:
+                        return  # noqa: ASYNC910  # closing ran none of its code
+                    with trio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+                        await _resume(closing, trap)
+                    return
+            aclose = getattr(iterator, "aclose", None)
+            # A finished async generator (ran to its end, or an exception such as
+            # Cancelled came out of it) has nothing left to close.
+            if aclose is None or getattr(iterator, "ag_frame", True) is None:
+                return  # noqa: ASYNC910  # nothing to close: the reading already checkpointed
             await _close(aclose, iterator)  # noqa: ASYNC102  # shielded, with a deadline, inside
         except Exception:
             _logger.warning(

@@ -117,7 +117,7 @@ def wake_driver(agent: Agent, after_abort: bool = False) -> None:
     done = trio.Event()
     agent._enter(_running(CancelSignal(), done, phase.last_turn, False))
     opened = agent._open_turn(True)
-    agent._services.spawn(agent._drive, done, opened)
+    agent._services.spawn(agent._drive, done, opened, name=_DRIVER_TASK)
 
 
 def open_turn(agent: Agent, fresh: bool = False) -> OpenedTurn | None:
@@ -170,6 +170,10 @@ async def drive(  # noqa: ASYNC910
         if wake and agent.inbox.has_pending:
             agent._wake_driver()
         done.set()
+
+
+#: The driver task's name: the one trio derives from ``drive``, made once per process.
+_DRIVER_TASK = f"{drive.__module__}.{drive.__qualname__}"
 
 
 def turn_driver(agent: Agent) -> TurnDriver:

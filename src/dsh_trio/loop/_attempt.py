@@ -35,6 +35,7 @@ from ._payloads import AssistantStream
 
 if TYPE_CHECKING:
     from ..events import EventBus
+    from ..events._bus import EmitTarget
     from ..llm import ModelRegistry
     from ._agent import Agent
     from ._signal import CancelSignal
@@ -58,10 +59,11 @@ class Attempts:
     """The model attempts of one agent: numbering, live frames and settlement.
 
     Attempt ids (``"<agent id>:<n>"``) and frame revisions count across the agent's
-    life, so one instance lives as long as its agent.
+    life, so one instance lives as long as its agent; so does the emit target of its
+    live frames, renewed as each attempt opens.
     """
 
-    __slots__ = ("_agent", "_bus", "_count", "_models", "_revision")
+    __slots__ = ("_agent", "_bus", "_count", "_models", "_revision", "_target")
 
     def __init__(self, agent: Agent, bus: EventBus, models: ModelRegistry) -> None:
         self._agent = agent
@@ -69,6 +71,7 @@ class Attempts:
         self._models = models
         self._count = 0
         self._revision = 0
+        self._target: EmitTarget | None = None
 
     async def run(
         self, turn: int, step: int, request: ModelRequest, signal: CancelSignal
@@ -81,16 +84,18 @@ class Attempts:
 
         Hot path: the adapter's chunks are read here directly (no wrapper generator),
         so each chunk resumes one frame fewer; :class:`ModelStream` applies the rules
-        of :func:`~dsh_trio.llm.stream_model`.
+        of :func:`~dsh_trio.llm.stream_model`. An ASCII text delta that continues the
+        open text run (the common chunk) is kept and shown here; any other chunk goes
+        through :meth:`_Attempt.take`.
         """
         self._count += 1
         attempt = _Attempt(self, turn, step, request)
         stream = ModelStream(self._models.get(request.provider), request)
         next_chunk, checked, take = stream.next, stream.checked, attempt.take
+        times, texts, show = attempt.times, attempt.texts, attempt.show
         try:
             try:
                 while True:
-                    text: str | None = None  # the text of an ASCII text delta
                     try:
                         chunk = await next_chunk()
                     except StopAsyncIteration:
@@ -98,17 +103,23 @@ class Attempts:
                     except Exception as exc:  # the adapter failed: a terminal finish
                         chunk = stream.failed(exc)
                     else:
-                        # An ASCII text delta needs no repair; anything else is checked.
-                        if not (
+                        if (
                             chunk.__class__ is TextDelta
+                            and chunk.index is attempt.text_index
                             and (text := chunk.text).__class__ is str
-                            and text.isascii()
+                            and text.isascii()  # no repair needed
                         ):
-                            text = None
-                            chunk = checked(chunk)
-                    if signal._cause is not None:  # ``cancelled``, without the call
+                            if signal._cause is not None:  # ``cancelled``, no call
+                                break
+                            now = _time_ns() // 1_000_000
+                            times.append(now)
+                            texts.append(text)
+                            show(chunk, now)
+                            continue
+                        chunk = checked(chunk)
+                    if signal._cause is not None:
                         break  # a chunk that arrives after the abort is not kept
-                    if take(chunk, text):
+                    if take(chunk):
                         break  # nothing after the finish is read
             finally:
                 await stream.aclose()
@@ -127,7 +138,6 @@ class _Attempt:
         "assemble",
         "assembler",
         "attempt_id",
-        "extend_text",
         "index",
         "owner",
         "push",
@@ -138,6 +148,8 @@ class _Attempt:
         "target",
         "text_index",
         "text_parts",
+        "texts",
+        "times",
         "turn",
     )
 
@@ -155,17 +167,25 @@ class _Attempt:
         self.assembler = BlockAssembler()
         self.push = self.records.push
         self.assemble = self.assembler.push
-        self.extend_text = self.records.extend_text
-        # The block index whose text deltas extend both accumulators directly, and
-        # the assembler's parts of that block (see ``take``).
+        # The block index whose text deltas continue the open text run, the
+        # assembler's parts of that block, and the texts of such deltas not yet
+        # recorded, with their receive times (see ``take``).
         self.text_index: object = _NO_RUN
         self.text_parts: list[str] = []
+        self.texts: list[str] = []
+        self.times: list[int] = []
         self.index = 0
         self.revision = owner._revision
         bus = owner._bus
         # Frames are built for this attempt only if someone listened when it opened.
-        self.target = bus._target(_STREAM, agent) if _STREAM in bus.listened else None
-        if self.target is not None:
+        self.target: EmitTarget | None = None
+        if _STREAM in bus.listened:
+            target = owner._target
+            if target is None:
+                target = owner._target = bus._target(_STREAM, agent)
+            else:
+                target.renew()
+            self.target = target
             self._frame(_stream_start(self.attempt_id, self._next(), turn, step))
 
     def _next(self) -> int:
@@ -183,24 +203,9 @@ class _Attempt:
             _set_frame(payload, frame)
             target.emit(payload)
 
-    def take(self, chunk: StreamChunk, text: str | None = None) -> bool:
-        """Record, assemble and show one chunk; True for the finish. Hot path.
-
-        ``text``: the chunk is a :class:`TextDelta` whose text is this ASCII ``str``
-        (the reader checked it). Such a delta that continues the open text run of
-        an open text block (the common chunk) extends both directly; any other
-        chunk goes through :meth:`StreamAccumulator.push` and
-        :meth:`BlockAssembler.push`.
-        """
-        now = _time_ns() // 1_000_000
-        if (
-            text is not None
-            and chunk.index is self.text_index  # type: ignore[union-attr]
-            and self.extend_text(text, now)
-        ):
-            self.text_parts.append(text)
-        else:
-            self._take_slow(chunk, now)
+    def show(self, chunk: StreamChunk, now: int) -> None:
+        """Emit the chunk frame of ``chunk``, received at ``now``, and count it. Hot
+        path."""
         target = self.target
         if target is not None:
             # The agent's revision count is written back with the end frame.
@@ -228,12 +233,18 @@ class _Attempt:
                     if result is not None:
                         target.misfired(listener, result)
         self.index += 1
-        # The record accepts only the exact chunk classes, so no subclass gets here.
-        return chunk.__class__ is Finish
 
-    def _take_slow(self, chunk: StreamChunk, now: int) -> None:
-        """Record and assemble ``chunk`` in full; note whether the next text delta
-        may take the fast path of :meth:`take`."""
+    def take(self, chunk: StreamChunk) -> bool:
+        """Record, assemble and show a chunk other than a text delta that continues
+        the open text run; True for the finish.
+
+        Notes whether the next text delta may continue the open text run: its text
+        is then kept in :attr:`texts` (received at :attr:`times`) until
+        :meth:`flush` records and assembles it.
+        """
+        now = _time_ns() // 1_000_000
+        if self.texts:
+            self.flush()
         self.push(chunk, now)
         self.assemble(chunk)
         self.text_index = _NO_RUN
@@ -244,11 +255,24 @@ class _Attempt:
                 if parts is not None:
                     self.text_index = index
                     self.text_parts = parts
+        self.show(chunk, now)
+        # The record accepts only the exact chunk classes, so no subclass gets here.
+        return chunk.__class__ is Finish
+
+    def flush(self) -> None:
+        """Record and assemble the text deltas kept since the last flush."""
+        texts = self.texts
+        if texts:
+            self.records.extend_text_run(self.times, texts)
+            self.text_parts += texts
+            self.times.clear()
+            texts.clear()
 
     def abandon(self, exc: BaseException, signal: CancelSignal) -> None:
         """Settle an attempt ``exc`` ended (its visible prefix, if cancelled)."""
         settled: SessionEvent | None = None
         try:
+            self.flush()
             settled = self._settle(
                 _prefix(self.request, self.assembler, exc, signal), True
             )
@@ -259,6 +283,7 @@ class _Attempt:
         """Settle an attempt that streamed to its end: the failure it reported, or
         its reply; then its end frame."""
         settled: SessionEvent | None = None
+        self.flush()
         assembler = self.assembler
         finish = assembler.finish
         try:

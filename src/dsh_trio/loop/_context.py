@@ -197,7 +197,12 @@ class RuntimeContextProjection:
         generation = session.replace_generation
         if generation == self._generation:
             # No replace op since the last look: the surface events appended since
-            # are the nodes past the count seen then.
+            # are the nodes past the count seen then, and none is an owned message
+            # unless the session's prompt mark reached them.
+            if session._prompt_seq < self._next_seq:
+                self._next_seq = end
+                self._count = len(surface)
+                return
             events = session.events
             for seq in surface[self._count :]:
                 event = events[seq]
@@ -263,7 +268,12 @@ class RuntimeContextProjection:
             Exception: whatever a context's ``render`` raised (it fails the turn
                 before any step).
         """
-        snapshot = self.project(render_context_sections(services, agent))
+        sections = render_context_sections(services, agent)
+        if not sections:  # ``project``'s first outcome, without the call
+            self._sync()
+            if self._retained is _NEVER:
+                return default
+        snapshot = self.project(sections)
         if snapshot is None:
             return default
         return Enter((*default.messages, snapshot))

@@ -9,27 +9,23 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..errors import DshError, LlmError, PersistenceError
-from ..llm import ModelRequest, error_chain
+from ..errors import LlmError, PersistenceError
+from ..llm import error_chain
 from ..values import (
     Aborted,
-    Blocked,
     CallConfig,
     CancelCause,
-    Completed,
     DisposedCancel,
     Enter,
     Errored,
     HookCancel,
     InboxTarget,
-    JsonValue,
     LegacyCancel,
     LlmFailure,
     MaxTokens,
     ParentCancel,
     PreStepDecision,
     Reject,
-    RequestContextData,
     Retry,
     StepEnd,
     StepStart,
@@ -42,8 +38,7 @@ from ..values import (
 )
 from ._answers import answer_calls
 from ._attempt import Attempts
-from ._context import RuntimeContextProjection, render_prompt
-from ._header_log import header_event
+from ._context import render_prompt
 from ._payloads import (
     AgentErrorEvent,
     PreStep,
@@ -51,8 +46,12 @@ from ._payloads import (
     RequestProposal,
     TurnStopping,
 )
-from ._prompt import SystemPromptProjection
-from ._requests import request_seed
+from ._steps import (
+    COMPLETED as _COMPLETED,
+    AgentConfigError,
+    StepRequests,
+    ends_before_step,
+)
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -67,12 +66,6 @@ logger = logging.getLogger("dsh_trio")
 _turn_end = builder(TurnEnd)
 _step_start = builder(StepStart)
 _step_end = builder(StepEnd)
-_model_request = builder(ModelRequest)
-_COMPLETED = Completed()  # shared: a frozen value with no fields
-
-
-class AgentConfigError(DshError, ValueError):
-    """A request could not be built: no provider/model after ``agent/request``."""
 
 
 def _plain_cause(cause: CancelCause) -> CancelCause:
@@ -83,22 +76,6 @@ def _plain_cause(cause: CancelCause) -> CancelCause:
         if isinstance(cause, cls):
             return cls()
     return cause
-
-
-def _ends_before_step(
-    decision: PreStepDecision, turn_ends: TurnEndReason | None, first: bool
-) -> tuple[TurnEndReason | None, bool] | None:
-    """How the turn ends before the step ``decision`` is for: ``(reason, stop)``.
-
-    ``None`` when the step runs; ``first`` when no step of the turn ran yet.
-    """
-    if isinstance(decision, Reject):
-        return Blocked(), True
-    if turn_ends is not None and not decision.messages:
-        return turn_ends, False
-    if first and not decision.messages:
-        return _COMPLETED, True
-    return None
 
 
 def _boundary(fresh: bool) -> Callable[[], Awaitable[None]]:
@@ -145,11 +122,8 @@ class TurnDriver:
     __slots__ = (
         "_agent",
         "_attempts",
-        "_contexts",
-        "_header_logged",
         "_inbox",
-        "_last_generation",
-        "_projection",
+        "_requests",
         "_services",
         "_session",
         "_step",
@@ -161,10 +135,7 @@ class TurnDriver:
         self._inbox = agent.inbox
         self._services = services
         self._attempts = Attempts(agent, services.bus, services.models)
-        self._projection: SystemPromptProjection | None = None
-        self._contexts = RuntimeContextProjection(agent.session)
-        self._header_logged = False
-        self._last_generation = -1
+        self._requests = StepRequests(agent, services)
         self._step = 0  # the step of the open turn (0 before its first step/start)
 
     def report_error(self, turn: int, step: int, exc: Exception) -> None:
@@ -199,28 +170,35 @@ class TurnDriver:
                         raise opened.error
                     claimed, fresh = opened.claimed, opened.fresh
                     target = InboxTarget.NEXT_TURN
+                    requests, bus = self._requests, self._services.bus
                     while True:
                         if claimed is None:
                             claimed = inbox._claim(target, turn)
                         await _boundary(fresh)()
                         step = self._step + 1
-                        decision = await self._pre_step(claimed, turn, step, signal)
-                        claimed_ids = set(map(id, claimed))
-                        claimed = None
-                        ends = _ends_before_step(decision, turn_ends, self._step == 0)
-                        if ends is not None:
-                            turn_ends, stop = ends
-                            break
+                        default = requests.proposal(claimed, step == 1)
+                        decision: PreStepDecision = default
+                        if bus.has_listeners("agent/pre-step"):
+                            decision = await self._pre_step(
+                                default, claimed, turn, step, signal
+                            )
+                        entered, claimed = claimed, None
+                        # An ``Enter`` with messages runs its step (``ends_before_step``).
+                        if decision.__class__ is not Enter or not decision.messages:
+                            ends = ends_before_step(decision, turn_ends, step == 1)
+                            if ends is not None:
+                                turn_ends, stop = ends
+                                break
                         assert isinstance(decision, Enter)
                         step_end = await self._run_step(
-                            turn, step, decision, signal, claimed_ids
+                            turn, step, decision, signal, entered
                         )
                         fresh = step_end is None  # a tool round ends with a yield
                         if not isinstance(turn_ends, MaxTokens):
                             turn_ends = step_end
                         await trio.lowlevel.checkpoint_if_cancelled()
                         if turn_ends is not None and not inbox.next_step:
-                            if self._services.bus.has_listeners("agent/turn-stopping"):
+                            if bus.has_listeners("agent/turn-stopping"):
                                 await self._turn_stopping(turn, signal)
                             if not inbox.next_step:
                                 break
@@ -271,19 +249,18 @@ class TurnDriver:
         )
         await trio.lowlevel.checkpoint_if_cancelled()
 
-    async def _pre_step(  # hot path: with no listener the caller's pre-step yield is the checkpoint
-        self, claimed: list[UserMessage], turn: int, step: int, signal: CancelSignal
+    async def _pre_step(
+        self,
+        default: Enter,
+        claimed: list[UserMessage],
+        turn: int,
+        step: int,
+        signal: CancelSignal,
     ) -> PreStepDecision:
-        bus = self._services.bus
-        default = Enter(tuple(claimed))
-        if (
-            self._step == 0
-        ):  # the turn's first proposal carries a changed runtime context
-            default = self._contexts.propose(default, self._services, self._agent)
-        if not bus.has_listeners("agent/pre-step"):
-            return default  # noqa: ASYNC910
+        """The ``agent/pre-step`` waterfall's decision, from ``default`` (awaited only
+        with a listener: with none, the caller's pre-step yield is the checkpoint)."""
         agent = self._agent
-        decision = await bus.waterfall(
+        decision = await self._services.bus.waterfall(
             "agent/pre-step",
             PreStep(agent, tuple(claimed), turn, step, signal),
             default,
@@ -304,7 +281,7 @@ class TurnDriver:
         step: int,
         decision: Enter,
         signal: CancelSignal,
-        claimed_ids: set[int],
+        claimed: list[UserMessage],
     ) -> TurnEndReason | None:
         """One step, ``step/start`` to ``step/end``: requests (retried), then tool calls.
 
@@ -322,13 +299,17 @@ class TurnDriver:
         try:
             services = self._services
             agent = self._agent
+            requests = self._requests
             rendered = render_prompt(services, agent)
             tools = services.tools.schemas(agent)
             entering: Enter | None = decision  # on the step's first attempt only
             while True:
-                config = await self._prepare_request(turn, step, signal)
-                request = self._next_request(
-                    turn, step, config, entering, claimed_ids, rendered, tools
+                if services.bus.has_listeners("agent/request"):
+                    config = await self._requested(turn, step, signal)
+                else:  # nothing to wait for
+                    config = requests.seed()
+                request = requests.next_request(
+                    turn, step, config, entering, claimed, rendered, tools
                 )
                 entering = None
                 await trio.lowlevel.checkpoint_if_cancelled()
@@ -340,9 +321,12 @@ class TurnDriver:
                 message, finish = outcome
                 if finish.kind == "max-tokens":
                     return MaxTokens()
-                calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
-                if not calls:
+                for block in message.content:
+                    if isinstance(block, ToolCallBlock):
+                        break
+                else:  # no tool call
                     return _COMPLETED
+                calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
                 mark = session.next_seq
                 concluded = await services.tools.execute(
                     agent, turn=turn, step=step, calls=calls, signal=signal
@@ -357,51 +341,6 @@ class TurnDriver:
             raise
         finally:
             session._append_trusted("step/end", _step_end(turn, step))
-
-    def _next_request(
-        self,
-        turn: int,
-        step: int,
-        config: CallConfig,
-        entering: Enter | None,
-        claimed_ids: set[int],
-        rendered: str,
-        tools: tuple[JsonValue, ...],
-    ) -> ModelRequest:
-        """The request of one attempt: project the prompt, enter messages, build it.
-
-        ``entering`` is the step's decision on its first attempt, else ``None``.
-        """
-        series = self._starts_series(
-            entering is not None and entering.starts_request_series, tools
-        )
-        if self._projection is None:
-            self._projection = SystemPromptProjection(self._session)
-        self._projection.project(rendered, turn=turn, step=step)
-        if entering is not None:
-            self._enter_messages(entering, claimed_ids)
-        return self._build_request(config, tools, series)
-
-    def _starts_series(self, first: bool, tools: tuple[JsonValue, ...]) -> bool:
-        """Whether this request starts a new request series (a fresh header run)."""
-        session = self._session
-        persisted = session.request_header()
-        series = first or (
-            self._last_generation >= 0
-            and session.replace_generation != self._last_generation
-        )
-        if persisted is not None and (persisted.tools or ()) != tools:
-            series = True
-        return series
-
-    def _enter_messages(self, decision: Enter, claimed_ids: set[int]) -> None:
-        """Append the step's entered messages (``user/message``) to the session."""
-        session = self._session
-        for entered in decision.messages:
-            if id(entered) in claimed_ids:  # straight from the inbox: validated there
-                session._append_trusted("user/message", entered, surface_op="append")
-            else:  # a pre-step listener supplied it: outside data
-                session.append("user/message", entered, surface_op="append")
 
     async def _retry_requested(
         self,
@@ -437,64 +376,19 @@ class TurnDriver:
 
     # ------------------------------------------------------------------ requests
 
-    async def _prepare_request(  # hot path: with no listener there is nothing to wait for
+    async def _requested(
         self, turn: int, step: int, signal: CancelSignal
     ) -> CallConfig:
+        """The config the ``agent/request`` waterfall gives (awaited only with a
+        listener: with none, the seed is the config)."""
         agent = self._agent
-        seed = request_seed(
-            agent.options, self._session.request_header(), self._header_logged
+        config = await self._services.bus.waterfall(
+            "agent/request",
+            RequestProposal(agent, turn, step, signal),
+            self._requests.seed(),
+            scope=agent,
         )
-        bus = self._services.bus
-        if bus.has_listeners("agent/request"):
-            config = await bus.waterfall(
-                "agent/request",
-                RequestProposal(agent, turn, step, signal),
-                seed,
-                scope=agent,
-            )
-            if not isinstance(config, CallConfig):
-                raise TypeError(
-                    f"agent/request must return a CallConfig, got {config!r}"
-                )
-            await trio.lowlevel.checkpoint_if_cancelled()
-        else:
-            config = seed
-        if not config.provider or not config.model:
-            raise AgentConfigError(
-                f'agent "{agent.id}" has no provider/model: set AgentOptions.provider and '
-                "AgentOptions.model or supply both via the agent/request waterfall"
-            )
-        return config  # noqa: ASYNC910
-
-    def _build_request(
-        self, config: CallConfig, tools: tuple[JsonValue, ...], series: bool
-    ) -> ModelRequest:
-        session = self._session
-        header = header_event(
-            session.request_header(), self._header_logged, config, tools, series
-        )
-        if header is not None:
-            session.append("request/header", header)
-            self._header_logged = True
-        context = session.request_context()
-        if (
-            context is None
-            or context.provider != config.provider
-            or context.model != config.model
-        ):
-            session.append(
-                "request/context",
-                RequestContextData(provider=config.provider, model=config.model),
-            )
-        self._last_generation = session.replace_generation
-        return _model_request(
-            config.provider,
-            config.model,
-            session.derive_messages(),
-            tools,
-            config.max_tokens,
-            config.reasoning_effort,
-            config.temperature,
-            config.stop,
-            self._agent.id,
-        )
+        if not isinstance(config, CallConfig):
+            raise TypeError(f"agent/request must return a CallConfig, got {config!r}")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from ..errors import DuplicateMessageError, InvalidSpliceError, SessionCorruptError
 from ..values import (
@@ -12,7 +12,9 @@ from ..values import (
     InboxSplice,
     InboxTarget,
     SessionEvent,
+    TextBlock,
     UserMessage,
+    UserSource,
     builder,
     checker,
 )
@@ -24,6 +26,25 @@ __all__ = ["Inbox", "InboxObserver", "coerce_target"]
 
 
 _check_user_message = checker(UserMessage)
+_NEXT_TURN = InboxTarget.NEXT_TURN
+
+
+def _plain_text(message: UserMessage) -> bool:
+    """Whether ``message`` (a :class:`UserMessage`) is one ASCII text block from the
+    user under a non-empty ASCII id: a shape its checker always accepts."""
+    content: Any = message.content  # constructed directly, it may hold anything
+    message_id: Any = message.id
+    return (
+        message_id.__class__ is str
+        and message_id != ""
+        and message_id.isascii()
+        and message.source.__class__ is UserSource
+        and content.__class__ is tuple
+        and len(content) == 1
+        and (block := content[0]).__class__ is TextBlock
+        and (text := block.text).__class__ is str
+        and text.isascii()
+    )
 
 
 def coerce_target(target: InboxTarget | str) -> InboxTarget:
@@ -238,12 +259,11 @@ class Inbox:
         n = len(self._next_step)
         if n:
             batch.extend(self._mutate(InboxTarget.NEXT_STEP, 0, n, (), discard=False))
-        if target is InboxTarget.NEXT_TURN and self._next_turn:
+        if target is _NEXT_TURN and self._next_turn:
             # ``_mutate(NEXT_TURN, 0, 1, (), discard=False)``, the common claim.
             current = self._next_turn
             self._session._append_trusted(
-                "agent/inbox/spliced",
-                _splice(InboxTarget.NEXT_TURN, 0, (), 1, None),
+                "agent/inbox/spliced", _splice(_NEXT_TURN, 0, (), 1, None)
             )
             self._next_turn = current[1:]
             batch.append(current[0])
@@ -257,30 +277,41 @@ class Inbox:
         mutation (one message appended to one list), without the general path."""
         if message.__class__ is not UserMessage:
             self._validate_inserted((message,), ())  # names the problem
-        if self._pending(message.id):
-            raise DuplicateMessageError(message.id)
-        try:
-            _check_user_message(message)
-        except DataShapeError as exc:
-            raise InvalidSpliceError(
-                f"message {message.id!r} is not a valid UserMessage: "
-                f"{exc.describe('message')}"
-            ) from None
-        current = self._list(target)
-        self._session._append_trusted(
-            "agent/inbox/spliced",
-            _splice(target, len(current), (message,), None, None),
-        )
-        self._set(target, (*current, message))
+        message_id = message.id
+        if (self._next_turn or self._next_step) and self._pending(message_id):
+            raise DuplicateMessageError(message_id)
+        if not _plain_text(message):
+            try:
+                _check_user_message(message)
+            except DataShapeError as exc:
+                raise InvalidSpliceError(
+                    f"message {message_id!r} is not a valid UserMessage: "
+                    f"{exc.describe('message')}"
+                ) from None
+        inserted = (message,)
+        if target is _NEXT_TURN:
+            current = self._next_turn
+            self._session._append_trusted(
+                "agent/inbox/spliced",
+                _splice(target, len(current), inserted, None, None),
+            )
+            self._next_turn = current + inserted
+        else:
+            current = self._next_step
+            self._session._append_trusted(
+                "agent/inbox/spliced",
+                _splice(target, len(current), inserted, None, None),
+            )
+            self._next_step = current + inserted
         self._notify._inbox_inserted(message)
 
     # ------------------------------------------------------------------ internals
 
     def _list(self, target: InboxTarget) -> tuple[UserMessage, ...]:
-        return self._next_turn if target is InboxTarget.NEXT_TURN else self._next_step
+        return self._next_turn if target is _NEXT_TURN else self._next_step
 
     def _set(self, target: InboxTarget, items: tuple[UserMessage, ...]) -> None:
-        if target is InboxTarget.NEXT_TURN:
+        if target is _NEXT_TURN:
             self._next_turn = items
         else:
             self._next_step = items

@@ -195,7 +195,8 @@ class SystemPromptProjection:
     the shadowed seq), then the head node is replaced if its text differs. With no
     system node on the surface, one is appended (even an empty one). The log is
     followed through the surface: after no replace op only the nodes appended since
-    the last look are read, and while no system node changes, the same text is not
+    the last look are read, and only when the session's prompt mark says a system
+    node may be among them; while no system node changes, the same text is not
     checked again.
     """
 
@@ -203,6 +204,7 @@ class SystemPromptProjection:
         self._session = session
         self._generation = -1
         self._count = 0  # the surface's node count at the last look
+        self._seen = 0  # and the session's next seq
         self._nodes: list[int] = []
         # The text the system nodes were last found to carry, normalised; ``None``
         # once they change (a replace op or a new system node).
@@ -217,15 +219,17 @@ class SystemPromptProjection:
             self._nodes = [s for s in surface if events[s].type == "system/message"]
             self._generation = generation
             self._verified = None
-        elif len(surface) != self._count:
+        elif len(surface) != self._count and session._prompt_seq >= self._seen:
             # With no replace op since the last look, the surface events appended
-            # since are the nodes past the count seen then.
+            # since are the nodes past the count seen then; none is a system node
+            # unless the session's prompt mark reached them.
             events = session.events
             for seq in surface[self._count :]:
                 if events[seq].type == "system/message":
                     self._nodes.append(seq)
                     self._verified = None
         self._count = len(surface)
+        self._seen = session.next_seq
         return self._nodes
 
     def project(self, rendered: str, *, turn: int, step: int) -> None:

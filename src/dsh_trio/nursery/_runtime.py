@@ -102,9 +102,17 @@ class Runtime:
         owner = self.agents._owner_of(scope)
         return owner if owner is not None else self.presets._scope_parent(scope)
 
-    def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
-        """Start ``fn(*args)`` in the runtime nursery (drivers, writers, teardowns)."""
-        self._nursery.start_soon(fn, *args)
+    def _spawn(
+        self,
+        fn: Callable[..., Awaitable[object]],
+        *args: object,
+        name: str | None = None,
+    ) -> None:
+        """Start ``fn(*args)`` in the runtime nursery (drivers, writers, teardowns).
+
+        ``name`` names the task; ``None`` lets trio derive it from ``fn``.
+        """
+        self._nursery.start_soon(fn, *args, name=name)
 
     async def _aclose(self) -> None:
         """Dispose every live agent; blocks until all are gone (see ``open_runtime``).

@@ -40,6 +40,8 @@ from ..values import (
     SessionHeader,
     SessionId,
     SurfaceOp,
+    UserMessage,
+    UserSource,
     now_ms,
 )
 from ._admission import (  # the event's slot setters: appends build events inline
@@ -61,7 +63,7 @@ from ._history import DerivedMessages, HistoryFold
 from ._loaded import LoadedLog
 from ._markers import MARKER_TYPES, Markers
 from ._subscription import Subscription, listener_failed
-from ._surface import Surface
+from ._surface import APPEND, Plan, Surface
 from ._views import SessionEvents
 
 __all__ = ["Session"]
@@ -71,6 +73,15 @@ _logger = logging.getLogger("dsh_trio")
 _new = object.__new__
 
 _MAX: Final = MAX_SAFE_INTEGER
+
+
+def _prompt_node(type_: str, data: object) -> bool:
+    """Whether a surface event moves ``Session._prompt_seq``: a ``system/message``, or a
+    ``user/message`` whose source is not a :class:`UserSource` (assistant messages, tool
+    results and plain user input never do)."""
+    if type_ == "assistant/message" or type_ == "tool/result":
+        return False
+    return not (isinstance(data, UserMessage) and data.source.__class__ is UserSource)
 
 
 @attrs.define(eq=False, repr=False)
@@ -100,6 +111,11 @@ class Session:
     _markers: Markers = attrs.field(factory=Markers, init=False)
     _subs: tuple[Subscription, ...] = attrs.field(default=(), init=False)
     _publishing: bool = attrs.field(default=False, init=False)
+    # Every system/message, and every user/message whose source is not a
+    # ``UserSource``, has a seq at or below this one (-1: none yet): the prompt
+    # projections read the surface nodes appended since their last look only when
+    # this mark reaches them.
+    _prompt_seq: int = attrs.field(default=-1, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._live = self._events.values
@@ -372,14 +388,18 @@ class Session:
                 f'session "{self._id}": append cannot reenter while another '
                 "append is being published"
             )
-        seq = self._base + len(self._live)
+        live = self._live
+        seq = self._base + len(live)
         sources = source_event_seqs
-        # Hot path: an off-surface event without surface fields has no plan.
-        plan = (
-            None
-            if surface_op is None and sources is None and type not in SURFACE_TYPES
-            else self._surface.plan(type, typed, surface_op, sources, seq)
-        )
+        plan: Plan
+        # Hot paths: an off-surface event without surface fields has no plan; an
+        # uncited surface append is one (what ``Surface.plan`` returns for it).
+        if surface_op is None and sources is None and type not in SURFACE_TYPES:
+            plan = None
+        elif surface_op == "append" and sources is None and type in SURFACE_TYPES:
+            plan = APPEND
+        else:
+            plan = self._surface.plan(type, typed, surface_op, sources, seq)
         clock = self._clock
         if clock is now_ms:  # the wall clock gives epoch milliseconds
             now = _time_ns() // 1_000_000
@@ -399,11 +419,20 @@ class Session:
         _set_sources(event, sources)
         _set_ignorable(event, False)
         # Commit: the log, then the surface or the markers (as in ``_admit``).
-        self._live.append(event)
-        if plan is not None:
+        live.append(event)
+        if plan is None:
+            if type in MARKER_TYPES:
+                self._markers.fold(event)
+        else:
             self._surface.apply(plan, seq)
-        elif type in MARKER_TYPES:
-            self._markers.fold(event)
+            if type == "system/message" or (  # ``_prompt_node``, inline
+                type == "user/message"
+                and not (
+                    typed.__class__ is UserMessage
+                    and typed.source.__class__ is UserSource
+                )
+            ):
+                self._prompt_seq = seq
         subs = self._subs
         if subs:  # ``_publish``, inline
             self._publishing = True
@@ -452,6 +481,8 @@ class Session:
         self._live.append(event)
         if plan is not None:
             self._surface.apply(plan, index)
+            if _prompt_node(event.type, event.data):
+                self._prompt_seq = index
         else:
             self._markers.fold(event)
 
@@ -468,6 +499,7 @@ class Session:
         self._surface = log.surface.copy(events)
         self._history = self._surface
         self._markers = attrs.evolve(log.markers)
+        self._prompt_seq = self.next_seq - 1  # any adopted event may be one
 
     # ------------------------------------------------------------------ fork
 

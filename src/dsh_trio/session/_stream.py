@@ -177,25 +177,33 @@ class StreamAccumulator:
 
     def text_run(self) -> int | None:
         """The block index of the open text run, if the last chunk pushed was a text
-        delta (so :meth:`extend_text` may continue it)."""
+        delta (so :meth:`extend_text_run` may continue it)."""
         return self._index if self._kind == _TEXT else None
 
-    def extend_text(self, text: str, time_ms: int) -> bool:
-        """Append a text delta to the open text run (see :meth:`text_run`). Hot path.
+    def extend_text_run(self, times: list[int], texts: list[str]) -> None:
+        """Append text deltas to the open text run (see :meth:`text_run`): the text
+        ``texts[k]``, received at ``times[k]``, for each ``k``. Hot path.
 
-        The caller vouches that ``text`` is an ASCII ``str`` of the run's block and
-        ``time_ms`` an epoch-millisecond safe integer; returns False, recording
-        nothing, when the gap to the previous chunk is not a safe integer (then
-        :meth:`push` records the chunk).
+        Records what :meth:`push` of each delta of the run's block would. The caller
+        vouches that every text is an ASCII ``str`` and every time an
+        epoch-millisecond safe integer.
         """
-        gap = time_ms - self._last
-        if -_MAX <= gap <= _MAX:
-            self._dt.append(gap)
-            self._parts.append(text)
-            self._last = time_ms
-            self._count += 1
-            return True
-        return False
+        if not times:
+            return
+        gaps = [
+            now - before
+            for before, now in zip((self._last, *times[:-1]), times, strict=True)
+        ]
+        if min(gaps) < -_MAX or max(gaps) > _MAX:
+            # A gap too large for the record: ``push`` starts a new run there.
+            index = self._index
+            for time_ms, text in zip(times, texts, strict=True):
+                self.push(TextDelta(index, text), time_ms)
+            return
+        self._dt += gaps
+        self._parts += texts
+        self._last = times[-1]
+        self._count += len(texts)
 
     def records(self) -> tuple[StreamRecord, ...]:
         """The records of everything pushed so far (the open run included)."""

@@ -167,6 +167,34 @@ def _lone_surrogate(value: object) -> bool:
     return False
 
 
+def _decode_short(raw: str) -> object:
+    """The decoded short ASCII object text ``raw`` (as :func:`parse_arguments` decodes
+    it), or ``_UNDECIDED`` when the short way does not apply or the text is refused.
+
+    Text of at most ``MAX_ARGUMENT_DEPTH`` ASCII characters that starts with ``{``
+    and holds no backslash passes every check before the decoder (non-blank, no
+    lone surrogate, no BOM, too few brackets to nest too deep, no ``\\u`` escape),
+    so one decode from its start to its end decides it.
+    """
+    if (
+        len(raw) > MAX_ARGUMENT_DEPTH
+        or not raw.startswith("{")
+        or not raw.isascii()
+        or "\\" in raw
+    ):
+        return _UNDECIDED
+    try:
+        value, end = _DECODER.raw_decode(raw)
+    except ValueError:  # the general path says what is wrong
+        return _UNDECIDED
+    if end != len(raw):  # trailing whitespace or data: the general path decides
+        return _UNDECIDED
+    return value
+
+
+_UNDECIDED: Final = object()
+
+
 def parse_arguments(raw: str, tool: str) -> object:
     """Decode the raw ``arguments`` text of a call (``''`` → ``{}``).
 
@@ -177,6 +205,10 @@ def parse_arguments(raw: str, tool: str) -> object:
         ToolArgumentsError: the text is not JSON, or exceeds a limit; the message
             says which and where, without quoting the text.
     """
+    if raw.__class__ is str:
+        value = _decode_short(raw)
+        if value is not _UNDECIDED:
+            return value
     if not isinstance(raw, str):
         raise ToolArgumentsError(
             f"arguments must be JSON text, got {type(raw).__name__}", tool=tool

@@ -19,6 +19,7 @@ from ..values import (
     ToolErrorInfo,
     ToolResultBlock,
     UserMessage,
+    builder,
     check_json,
     check_typed,
 )
@@ -31,12 +32,14 @@ __all__ = [
     "crashed",
     "error_outcome",
     "invoke",
+    "raised",
     "skipped",
 ]
 
 _ABORTED_TEXT = "Error: tool call aborted"
 _SKIPPED_TEXT = "Error: tool call aborted before dispatch"
 _ABORTED_INFO = ToolErrorInfo("AbortError", "ABORTED")
+_text_block = builder(TextBlock)
 _SKIPPED_INFO = ToolErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH")
 
 
@@ -54,6 +57,10 @@ class Outcome:
     # ``meta`` is ``None``: the session's shape check of the result would find
     # nothing (see ``_append_result``).
     checked: bool = attrs.field(default=False, eq=False)
+
+
+# Built for each plain result from checked parts (see ``values.builder``).
+_outcome = builder(Outcome)
 
 
 def error_outcome(
@@ -125,12 +132,14 @@ def _settle(tool: Tool, ctx: ToolContext, value: object) -> Outcome:
     ):
         # Plain ASCII text (the common return): its block passes the check of
         # ``_settle_checked`` (ASCII strs are loggable), so it is built without it.
-        return Outcome(
-            content=(TextBlock(value),),
-            is_error=False,
-            contexts=ctx.deferred,
-            concluded=ctx.concludes_turn,
-            checked=True,
+        return _outcome(
+            (_text_block(value),),
+            False,
+            None,
+            None,
+            tuple(ctx._deferred),
+            ctx._concluded,
+            True,
         )
     return _settle_checked(tool, ctx, value)
 
@@ -167,6 +176,16 @@ def _settle_checked(tool: Tool, ctx: ToolContext, value: object) -> Outcome:
     )
 
 
+def raised(ctx: ToolContext, exc: Exception) -> Outcome:
+    """The outcome of a body that raised ``exc``: a failing body is a result, not a crash.
+
+    An :class:`AgentCancelled` raised while the turn is cancelled is an abort.
+    """
+    if isinstance(exc, AgentCancelled) and ctx.signal.cancelled:
+        return aborted(ctx.deferred)
+    return _failure(exc, ctx.deferred)
+
+
 async def invoke(tool: Tool, ctx: ToolContext, kwargs: dict[str, object]) -> Outcome:
     """Run the body of one call; every ``Exception`` it raises becomes an error outcome."""
     try:
@@ -174,10 +193,6 @@ async def invoke(tool: Tool, ctx: ToolContext, kwargs: dict[str, object]) -> Out
             value = await tool.fn(ctx, **kwargs)
         else:
             value = await tool.fn(**kwargs)
-    except AgentCancelled as exc:
-        if ctx.signal.cancelled:
-            return aborted(ctx.deferred)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
-        return _failure(exc, ctx.deferred)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
-    except Exception as exc:  # a failing body is a result, not a crash
-        return _failure(exc, ctx.deferred)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
+    except Exception as exc:
+        return raised(ctx, exc)  # noqa: ASYNC910  # private: the scheduler around it checkpoints
     return _settle(tool, ctx, value)

@@ -25,24 +25,20 @@ from ..values import (
     MAX_SAFE_INTEGER,
     InboxTarget,
     ToolCallBlock,
-    ToolCallData,
     ToolErrorInfo,
-    ToolResultBlock,
-    ToolResultData,
-    ToolSource,
-    UserMessage,
-    new_message_id,
-    utf8_ok,
 )
 from ._arguments import parse_arguments
 from ._outcome import (
     Outcome,
+    _settle,
     aborted,
     crashed,
     error_outcome,
     invoke,
+    raised,
     skipped,
 )
+from ._records import append_call, append_result
 from ._specs import clip
 from ._tool import Tool, ToolContext
 
@@ -75,11 +71,18 @@ def _failures(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _loggable(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD (as is, if it has none)."""
-    if utf8_ok(text):
-        return text
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+def _scope_cancelled() -> bool:
+    """Whether a scope around the current task is cancelled (``Cancelled`` is due).
+
+    Reads the task's cancel status (what ``trio.lowlevel.checkpoint_if_cancelled``
+    tests) instead of walking every enclosing deadline; with a trio that has no
+    such status, the effective deadline tells.
+    """
+    status = getattr(trio.lowlevel.current_task(), "_cancel_status", None)
+    cancelled = getattr(status, "effectively_cancelled", None)
+    if cancelled.__class__ is bool:
+        return cancelled is True
+    return trio.current_effective_deadline() == -math.inf
 
 
 @attrs.define(eq=False)
@@ -149,18 +152,36 @@ class _Run:
         Outcomes, events and failures are those of the pooled path: a body escaping
         with a non-cancellation ``BaseException`` closes the call out and propagates
         (as the nursery's single leaf would); a cancellation closes it out and
-        propagates.
+        propagates. The body is awaited right here (no ``_body`` frame).
         """
         call = self.calls[0]
         cancelled = self._cancelled()
         if not cancelled:
             try:
                 self._start(call, None)
-                if not call.settled:
-                    assert call.tool is not None
-                    await self._body(call, call.tool, self._context(call))
+                tool = call.tool
+                if not call.settled and tool is not None:
+                    ctx = ToolContext(
+                        self.agent, call.block.id, self.signal, self.turn, self.step
+                    )
+                    try:
+                        if tool._takes_context:
+                            value = await tool.fn(ctx, **call.kwargs)
+                        else:
+                            value = await tool.fn(**call.kwargs)
+                    except Exception as exc:
+                        call.outcome = raised(ctx, exc)
+                    except BaseException as exc:
+                        self._broken(call, tool, ctx, exc)
+                        raise
+                    else:
+                        call.outcome = _settle(tool, ctx, value)
+                    finally:
+                        ctx._close()
+                        call.settled = True
+                        self.in_flight -= 1
                     cancelled = self._cancelled()  # once: the commit reads it too
-                self._commit_ready(cancelled)
+                self._commit(call, cancelled)
             except BaseException as exc:
                 if _cancellation_only(exc):
                     self._close_out()
@@ -183,7 +204,7 @@ class _Run:
 
     def _cancelled(self) -> bool:
         # The turn's signal, or any enclosing cancellation (the owner shutting down).
-        return self.signal.cancelled or trio.current_effective_deadline() == -math.inf
+        return self.signal._cause is not None or _scope_cancelled()
 
     async def _schedule(self, nursery: trio.Nursery) -> None:  # noqa: ASYNC910  # private: the scheduler around it checkpoints
         calls = self.calls
@@ -261,33 +282,7 @@ class _Run:
         )
 
     def _append_call(self, call: _Call) -> None:
-        block = call.block
-        call_id = block.id
-        data = ToolCallData(
-            turn=self.turn,
-            step=self.step,
-            call_id=call_id,
-            # A lone surrogate cannot be logged; such a call is refused
-            # (INVALID_ARGS, UNKNOWN_TOOL) and recorded with U+FFFD in its place.
-            name=_loggable(block.name),
-            arguments=_loggable(block.arguments),
-        )
-        session = self.agent.session
-        if (
-            self.turn.__class__ is int
-            and self.step.__class__ is int
-            and 0 <= self.turn <= MAX_SAFE_INTEGER
-            and 0 <= self.step <= MAX_SAFE_INTEGER
-            and call_id.__class__ is str
-            and call_id.isascii()
-            and block.name.__class__ is str
-            and block.arguments.__class__ is str
-        ):
-            # Every field is a safe int or a loggable str: the shape check would
-            # find nothing.
-            event = session._append_trusted("tool/call", data)
-        else:
-            event = session.append("tool/call", data)
+        event = append_call(self.agent.session, self.turn, self.step, call.block)
         call.call_seq = event.seq
         self.started += 1
 
@@ -325,17 +320,23 @@ class _Run:
         try:
             call.outcome = await invoke(tool, ctx, call.kwargs)
         except BaseException as exc:
-            if _cancellation_only(exc):
-                call.outcome = aborted(ctx.deferred)
-            else:
-                call.outcome = crashed(tool.name, exc, ctx.deferred)
-                self.failed = True
+            self._broken(call, tool, ctx, exc)
             raise
         finally:
             ctx._close()
             call.settled = True
             self.in_flight -= 1
             self.changed.set()
+
+    def _broken(
+        self, call: _Call, tool: Tool, ctx: ToolContext, exc: BaseException
+    ) -> None:
+        """Settle ``call``, whose body escaped with ``exc`` (a ``BaseException``)."""
+        if _cancellation_only(exc):
+            call.outcome = aborted(ctx.deferred)
+        else:
+            call.outcome = crashed(tool.name, exc, ctx.deferred)
+            self.failed = True
 
     # ------------------------------------------------------------------ committing
 
@@ -365,40 +366,15 @@ class _Run:
             self.concluded = True
 
     def _append_result(self, call: _Call, outcome: Outcome) -> None:
-        call_id = call.block.id
-        data = ToolResultData(
-            turn=self.turn,
-            step=self.step,
-            message=UserMessage(
-                id=new_message_id(),
-                content=(
-                    ToolResultBlock(
-                        call_id, outcome.content, is_error=outcome.is_error
-                    ),
-                ),
-                source=ToolSource(call_id),
-            ),
-            error=outcome.error,
-            meta=outcome.meta,
+        append_result(
+            self.agent.session,
+            self.turn,
+            self.step,
+            call.block.id,
+            call.call_seq,
+            outcome,
+            outcome.checked and outcome.error is None and self._safe_position(call),
         )
-        session = self.agent.session
-        if outcome.checked and outcome.error is None and self._safe_position(call):
-            # The block passed ``check_typed`` when the body's value settled, ``meta``
-            # and ``error`` are None, the message id is a fresh one, and the call's
-            # ``tool/call`` is an earlier seq: the shape check would find nothing.
-            session._append_trusted(
-                "tool/result",
-                data,
-                surface_op="append",
-                source_event_seqs=(call.call_seq,),
-            )
-        else:
-            session.append(
-                "tool/result",
-                data,
-                surface_op="append",
-                source_event_seqs=(call.call_seq,),
-            )
 
     def _safe_position(self, call: _Call) -> bool:
         """Whether the turn and step are safe ints and the call has its ``tool/call``."""
