@@ -16,6 +16,10 @@ Workloads (see each module's docstring):
 - **W1-shape** (``w1_shape``): the live W1 turn with 1, 20 and 80 text deltas, fitted
   as ``fixed + per_chunk · chunks`` for dsh_trio and for the floor: what the runtime
   adds per turn and per chunk.
+- **W1-skeleton** (``w1_skeleton``): the live W1 turn next to a skeleton with only
+  the shape the contract fixes (a task per turn under a cancel scope, an event, an
+  async-generator adapter, a frame per delta): how far that shape stays from the
+  floor and what the library adds to it.
 - **W2** (``w2_tools``): one tool call then a final answer per turn (runs once tools
   are available).
 - **W3** (``w3_concurrent``): 100 agents at once, 10 follow-up turns each.

@@ -38,6 +38,7 @@ from ._store import (
     add_store_commands,
     find_session,
     store_commands,
+    store_hint,
     store_of,
     with_store,
 )
@@ -343,6 +344,7 @@ def _chat(args: argparse.Namespace) -> int:
         chunk_delay=INTERACTIVE_CHUNK_DELAY if interactive and not args.fast else 0.0,
     )
     hint = f" --session-dir {shlex.quote(args.session_dir)}" if args.session_dir else ""
+    hint += store_hint(args)
     system = DEFAULT_SYSTEM_PROMPT if args.system is None else (args.system or None)
     return trio.run(
         lambda: run_chat(

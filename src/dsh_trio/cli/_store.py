@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import sys
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
@@ -33,6 +35,7 @@ __all__ = [
     "find_session",
     "log_location",
     "store_commands",
+    "store_hint",
     "store_of",
     "with_store",
 ]
@@ -89,6 +92,37 @@ def store_of(
     if dsn is not None and not dsn.startswith(_SCHEMES):
         raise UsageError(f"--store must be a postgresql:// URI, got {dsn!r}")
     return dsn
+
+
+def store_hint(args: argparse.Namespace) -> str:
+    """What the resume hint adds for a store named by ``--store``: `` --store URL``.
+
+    A store from ``$DSH_TRIO_STORE`` adds nothing (the environment still names it);
+    a password in the URL (``user:secret@`` or ``password=secret``) is shown as
+    ``***``, so the hint never prints a secret: put it back, or set the variable.
+
+    >>> store_hint(argparse.Namespace(store="postgresql://me:pw@db/app"))
+    " --store 'postgresql://me:***@db/app'"
+    """
+    dsn = getattr(args, "store", None)
+    if not dsn:
+        return ""
+    return f" --store {shlex.quote(_without_password(dsn))}"
+
+
+def _without_password(dsn: str) -> str:
+    """``dsn`` (a ``postgresql://`` URI) with any password replaced by ``***``."""
+    parts = urllib.parse.urlsplit(dsn)
+    netloc = parts.netloc
+    users, at, hosts = netloc.rpartition("@")
+    if at and ":" in users:
+        netloc = f"{users.split(':', 1)[0]}:***@{hosts}"
+    query = "&".join(
+        f"{key}=***" if key.strip().lower() == "password" else item
+        for item in parts.query.split("&")
+        for key in [item.split("=", 1)[0]]
+    )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def log_location(store: object, header: SessionHeader) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -164,3 +166,23 @@ def test_chat_runs_on_the_store_named_by_the_environment(
 
     types = trio.run(stored)
     assert types.count("turn/end") == 2
+
+
+def test_the_resume_hint_names_the_store_given_by_flag(
+    pg_cluster: Cluster,
+    pg_dsn: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("DSH_TRIO_STORE", raising=False)
+    uri = pg_cluster.uri(pg_dsn)
+    here = ["--session-dir", str(tmp_path / "sessions"), "--fast", "--store", uri]
+    assert main(["chat", *here, "hello there"]) == 0
+    farewell = capsys.readouterr().err
+    match = re.search(r"^resume with: dsh-trio chat (.*)$", farewell, re.M)
+    assert match is not None, farewell
+    resume = shlex.split(match.group(1))
+    assert resume[resume.index("--store") + 1] == uri  # no password in this URI
+    assert main(["chat", *resume, "and again"]) == 0  # the hint works as printed
+    assert "(1 turn so far)" in capsys.readouterr().err
