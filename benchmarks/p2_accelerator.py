@@ -67,7 +67,9 @@ def _parse_us(lines: list[bytes], parse: Any) -> float:
     return (time.process_time() - start) / len(lines) * 1e6
 
 
-def measure(*, events: int, repetitions: int, ctx: Context | None) -> dict[str, Any]:
+def measure(
+    *, events: int, repetitions: int, ctx: Context | None
+) -> dict[bool | str, Any]:
     """Generate the log and run every measurement ``repetitions`` times."""
     from dsh_trio.values import _jsonline, parse_json_line, parse_json_line_stdlib
 
@@ -76,7 +78,10 @@ def measure(*, events: int, repetitions: int, ctx: Context | None) -> dict[str, 
     saved = _jsonline._fast_decode
     modes = [True, False] if saved is not None else [False]
     tmp = Path(tempfile.mkdtemp(prefix="dsh-p2-accel-"))
-    out: dict[str, Any] = {m: {"cpu": [], "wall": [], "parse": []} for m in modes}
+    # Keyed by parser (True: msgspec, False: stdlib) and by figure name.
+    out: dict[bool | str, Any] = {
+        m: {"cpu": [], "wall": [], "parse": []} for m in modes
+    }
     out["derive"], out["iterate"] = [], []
     try:
         path = write_long_log(tmp, "long", events)

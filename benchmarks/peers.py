@@ -154,7 +154,7 @@ def _openai_model() -> Any:
             type="response.completed", response=response, sequence_number=len(deltas)
         )
 
-    class ScriptedResponses(Model):  # type: ignore[misc]
+    class ScriptedResponses(Model):  # type: ignore[misc,unused-ignore]
         """Streams the W1 reply as Responses API events."""
 
         async def get_response(self, *args: Any, **kwargs: Any) -> Any:

@@ -53,10 +53,17 @@ class PlainModel:
 
 class _Frame:
     __slots__ = ("attempt_id", "chunk", "index", "revision", "time")
+    attempt_id: str
+    chunk: dsh.StreamChunk
+    index: int
+    revision: int
+    time: int
 
 
 class _Payload:
     __slots__ = ("agent", "frame")
+    agent: object
+    frame: _Frame
 
 
 async def _skeleton_turn(

@@ -22,12 +22,12 @@ from contextlib import aclosing
 import trio
 
 import dsh_trio as dsh
-from dsh_trio.events import AssistantStream, StreamChunkFrame
 from dsh_trio.testing import ScriptedModel
 
 from ._harness import Context, Row, Target, clean_heap, live_rows, timed
 from ._scenario import (
     OPTIONS,
+    LiveCounter,
     bench_runtime,
     floor_stream,
     reply_chunks,
@@ -85,21 +85,7 @@ async def bare_turns(turns: int, texts: tuple[str, ...]) -> list[dict[str, str]]
     return log
 
 
-class _LiveCounter:
-    """The caller's live consumer: counts the text chunks of the stream."""
-
-    __slots__ = ("n",)
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self, payload: AssistantStream) -> None:
-        frame = payload.frame
-        if type(frame) is StreamChunkFrame and type(frame.chunk) is dsh.TextDelta:
-            self.n += 1
-
-
-async def live_turns(agent: dsh.Agent, counter: _LiveCounter, turns: int) -> None:
+async def live_turns(agent: dsh.Agent, counter: LiveCounter, turns: int) -> None:
     """``turns`` sequential turns, each consumed live by ``counter``."""
     followup, when_idle, message = agent.followup, agent.when_idle, dsh.user_message
     for i in range(turns):
@@ -122,7 +108,7 @@ def _measure_live(
         async with bench_runtime(model) as runtime:
             handle = await runtime.agents.create(options=OPTIONS)
             agent = handle.agent
-            counter = _LiveCounter()
+            counter = LiveCounter()
             agent.scope.on("agent/assistant-stream", counter)
             unheard = await runtime.agents.create(options=OPTIONS)
             await bare_turns(turns // 5, texts)  # warm-up
