@@ -108,7 +108,16 @@ def run(ctx: Context) -> list[Row]:
         ("added per turn (fixed, CPU µs)", [a for a, _ in added], ""),
         ("added per chunk (CPU µs)", [b for _, b in added], ""),
     )
+    # Fitted coefficients and their differences: a noisy machine may make any of
+    # them zero or negative, so they are marked as fitted (no sign is implied).
     return [
-        Row(workload=NAME, metric=metric, unit="µs", samples=tuple(samples), note=text)
+        Row(
+            workload=NAME,
+            metric=metric,
+            unit="µs",
+            samples=tuple(samples),
+            note=text,
+            detail={"fitted": True},
+        )
         for metric, samples, text in shown
     ]

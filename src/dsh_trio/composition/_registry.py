@@ -363,6 +363,7 @@ class PresetRegistry:
         generation.users += 1
         base = old.base_options if old is not None else agent.options
         self._bindings[agent] = _Binding(generation, base)
+        self._bus._owners_changed()  # the agent's event-bus parent may differ now
         agent.options = _with_defaults(base, generation.defaults)
         if old is not None:
             old.generation.users -= 1
@@ -376,6 +377,7 @@ class PresetRegistry:
         if binding is None:
             await trio.lowlevel.checkpoint()
             return []
+        self._bus._owners_changed()  # the agent's generation is no longer its parent
         binding.generation.users -= 1
         return await self._collect(binding.generation)
 

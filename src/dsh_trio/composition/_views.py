@@ -29,19 +29,23 @@ def logged_preset(session: Session) -> str | None:
 class CompositionTools:
     """The loop's tool seam with presets: a bound agent sees its generation's tools too."""
 
-    __slots__ = ("_base", "_presets")
+    __slots__ = ("_base", "_bindings", "_presets")
 
     def __init__(self, base: ToolRegistry, presets: PresetRegistry) -> None:
         self._base = base
         self._presets = presets
+        # The registry's live bindings (read once per step: a lookup, not a call).
+        self._bindings = presets._bindings
 
     def _for(self, agent: Agent) -> ToolRegistry:
-        generation = self._presets._generation_of(agent)
-        return generation.tools if generation is not None else self._base
+        binding = self._bindings.get(agent)
+        return binding.generation.tools if binding is not None else self._base
 
     def schemas(self, agent: Agent) -> tuple[JsonValue, ...]:
         """The schemas of the tools ``agent`` sees, sorted by name."""
-        return self._for(agent).schemas(agent)
+        binding = self._bindings.get(agent)  # ``_for``, inline: once per step
+        tools = binding.generation.tools if binding is not None else self._base
+        return tools.schemas(agent)
 
     async def execute(
         self,
@@ -61,21 +65,23 @@ class CompositionTools:
 class CompositionSections:
     """The loop's composition view: a bound agent's generation sections and contexts."""
 
-    __slots__ = ("_presets",)
+    __slots__ = ("_bindings", "_presets")
 
     def __init__(self, presets: PresetRegistry) -> None:
         self._presets = presets
+        # The registry's live bindings (read once per step: a lookup, not a call).
+        self._bindings = presets._bindings
 
     def sections_for(
         self, agent: Agent
     ) -> Sequence[tuple[str, str | Callable[[Agent], str]]]:
         """The sections ``agent``'s generation adds (``()`` when unbound)."""
-        generation = self._presets._generation_of(agent)
-        return generation.sections if generation is not None else ()
+        binding = self._bindings.get(agent)
+        return binding.generation.sections if binding is not None else ()
 
     def contexts_for(
         self, agent: Agent
     ) -> Sequence[tuple[str, Callable[[Agent], str | None]]]:
         """The contexts ``agent``'s generation adds (``()`` when unbound)."""
-        generation = self._presets._generation_of(agent)
-        return generation.contexts if generation is not None else ()
+        binding = self._bindings.get(agent)
+        return binding.generation.contexts if binding is not None else ()

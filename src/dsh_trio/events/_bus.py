@@ -95,9 +95,10 @@ def _is_async(listener: Callable[..., Any]) -> bool:
 
 class _Resolved:
     """The listeners one scope admits for one listener tuple, and the owner chain
-    they were resolved against (re-walked on every use, so a changed owner is seen)."""
+    they were resolved against (re-walked on use unless the bus's owner count says
+    no owner changed since, so a changed owner is seen)."""
 
-    __slots__ = ("chain", "entries", "listeners", "ref", "tail")
+    __slots__ = ("chain", "entries", "listeners", "owners", "ref", "tail")
 
     def __init__(
         self,
@@ -106,12 +107,15 @@ class _Resolved:
         chain: tuple[object, ...],
         tail: object | None,
         listeners: tuple[Callable[..., Any], ...],
+        owners: int,
     ) -> None:
         self.ref = ref
         self.entries = entries
         self.chain = chain
         self.tail = tail
         self.listeners = listeners
+        #: The bus's owner count when the chain was last found current.
+        self.owners = owners
 
 
 #: Resolutions kept per event name before the cache of that name starts over.
@@ -189,17 +193,19 @@ class EmitTarget:
         return self.listeners
 
     def renew(self) -> tuple[Callable[..., Any], ...]:
-        """:meth:`current`, with the scope's owner chain read again: the listeners
-        a new target would resolve now. Never blocks."""
+        """:meth:`current`, with the scope's owner chain confirmed again (read again
+        unless the bus says no owner changed): the listeners a new target would
+        resolve now. Never blocks."""
         resolved = self._resolved
         if (
-            resolved is None
-            or self.table.get(self._name) is not self.entries
-            or not self._bus._still(resolved, self._scope)
+            resolved is not None
+            and self.table.get(self._name) is self.entries
+            and self._bus._still(resolved, self._scope)
         ):
-            self.entries = None
-            self.listeners = ()
-            self._resolved = None
+            return self.listeners  # what ``current`` would return
+        self.entries = None
+        self.listeners = ()
+        self._resolved = None
         return self.current()
 
     def emit(self, payload: object) -> None:
@@ -251,7 +257,9 @@ class EventBus:
     The listeners a scope admits are resolved once per listener set and kept (for
     scopes that support weak references); each dispatch re-walks the scope's owner
     chain, O(depth), to confirm it, so its cost does not grow with the number of
-    listeners registered for other scopes.
+    listeners registered for other scopes. A bus whose owner links are tracked (the
+    runtime's: every change is reported through ``_owners_changed``) confirms a
+    chain with one comparison while no owner changed.
 
     The runtime's emit events (``agent/status``, ``agent/assistant-stream``, ...) take
     plain callables only: registering an ``async def`` for one raises ``TypeError``.
@@ -268,7 +276,14 @@ class EventBus:
         dispose()
     """
 
-    __slots__ = ("_cache", "_listeners", "_parent_of", "_watchers", "listened")
+    __slots__ = (
+        "_cache",
+        "_listeners",
+        "_owners",
+        "_parent_of",
+        "_watchers",
+        "listened",
+    )
 
     def __init__(
         self, *, parent_of: Callable[[object], object | None] | None = None
@@ -284,6 +299,9 @@ class EventBus:
         self._parent_of = parent_of if parent_of is not None else _no_parent
         # name -> id(scope) -> resolution; dropped whenever ``name``'s listeners change.
         self._cache: dict[str, dict[int, _Resolved]] = {}
+        # How many owner-link changes were reported; -1 while nobody reports them
+        # (owner chains are then re-walked on every use).
+        self._owners = -1
 
     # ------------------------------------------------------------------ registration
 
@@ -350,6 +368,19 @@ class EventBus:
         """
         return name in self._listeners
 
+    def _track_owners(self) -> None:
+        """Promise that every change of what ``parent_of`` gives is reported through
+        :meth:`_owners_changed`. Runtime use only (its agent and preset registries
+        report theirs); idempotent."""
+        if self._owners < 0:
+            self._owners = 0
+
+    def _owners_changed(self) -> None:
+        """An owner link changed: resolved owner chains are walked again. Runtime use
+        only; never blocks."""
+        if self._owners >= 0:
+            self._owners += 1
+
     # ------------------------------------------------------------------ resolution
 
     def _chain(self, scope: object) -> tuple[tuple[object, ...], object | None]:
@@ -367,13 +398,19 @@ class EventBus:
 
     def _still(self, resolved: _Resolved, scope: object) -> bool:
         """Whether ``scope``'s owner chain is still the one ``resolved`` was built on."""
+        owners = self._owners
+        if resolved.owners == owners >= 0:  # tracked, and no owner changed since
+            return True
         parent_of = self._parent_of
         current = parent_of(scope)
         for owner in resolved.chain:
             if current is not owner:
                 return False
             current = parent_of(current)
-        return current is resolved.tail
+        if current is not resolved.tail:
+            return False
+        resolved.owners = owners
+        return True
 
     def _resolve(
         self, name: str, entries: tuple[_Entry, ...], scope: object | None
@@ -391,6 +428,7 @@ class EventBus:
                 and self._still(resolved, scope)
             ):
                 return resolved.listeners
+        owners = self._owners
         chain, tail = self._chain(scope)
         ancestry = {id(scope), *map(id, chain)}
         listeners = tuple(
@@ -402,7 +440,7 @@ class EventBus:
             return listeners
         if by_scope is None or len(by_scope) >= _CACHE_LIMIT:
             by_scope = self._cache[name] = {}
-        by_scope[id(scope)] = _Resolved(ref, entries, chain, tail, listeners)
+        by_scope[id(scope)] = _Resolved(ref, entries, chain, tail, listeners, owners)
         return listeners
 
     # ------------------------------------------------------------------ dispatch

@@ -105,6 +105,18 @@ def _bad(text: object) -> bool:
     return isinstance(text, str) and not text.isascii() and not utf8_ok(text)
 
 
+def _all_ascii(first: Any, second: Any, third: Any) -> bool:
+    """Whether all three are ASCII ``str`` (so none needs a repair). Hot path."""
+    return (
+        first.__class__ is str
+        and second.__class__ is str
+        and third.__class__ is str
+        and first.isascii()
+        and second.isascii()
+        and third.isascii()
+    )
+
+
 def _fix(text: str) -> str:
     return repair_unicode(text) if _bad(text) else text
 
@@ -284,9 +296,30 @@ class ModelStream:
 
     def checked(self, chunk: StreamChunk) -> StreamChunk:
         """``chunk`` with text UTF-8 cannot encode repaired (counted for the warning)."""
+        # Hot path: the common chunks, plainly ASCII, are told apart here without
+        # the calls of ``_repaired`` (which decides the same way).
         cls = chunk.__class__
         if cls is BlockStart or cls is Usage:
             return chunk  # no text that is ever repaired
+        plain: Any = chunk
+        if cls is Finish:
+            if plain.reason.failure is None:
+                return chunk  # only a failure's text is ever repaired
+        elif cls is BlockEnd:
+            block = plain.block
+            if block.__class__ is ToolCallBlock:
+                if _all_ascii(block.id, block.name, block.arguments):
+                    return chunk
+            elif block.__class__ is TextBlock or block.__class__ is ReasoningBlock:
+                text = block.text
+                if text.__class__ is str and text.isascii():
+                    return chunk
+        elif cls is ToolCallDelta:
+            name = plain.name
+            if _all_ascii(
+                plain.id, "" if name is None else name, plain.arguments_delta
+            ):
+                return chunk
         fixed = _repaired(chunk)
         if fixed is None:
             return chunk

@@ -135,12 +135,10 @@ class _Attempt:
 
     __slots__ = (
         "agent",
-        "assemble",
         "assembler",
         "attempt_id",
         "index",
         "owner",
-        "push",
         "records",
         "request",
         "revision",
@@ -165,13 +163,11 @@ class _Attempt:
         self.attempt_id = f"{agent.id}:{owner._count}"
         self.records = StreamAccumulator()
         self.assembler = BlockAssembler()
-        self.push = self.records.push
-        self.assemble = self.assembler.push
         # The block index whose text deltas continue the open text run, the
-        # assembler's parts of that block, and the texts of such deltas not yet
-        # recorded, with their receive times (see ``take``).
+        # assembler's parts of that block (set with the index), and the texts of
+        # such deltas not yet recorded, with their receive times (see ``take``).
         self.text_index: object = _NO_RUN
-        self.text_parts: list[str] = []
+        self.text_parts: list[str]
         self.texts: list[str] = []
         self.times: list[int] = []
         self.index = 0
@@ -197,11 +193,14 @@ class _Attempt:
         self, frame: StreamStartFrame | StreamChunkFrame | StreamEndFrame
     ) -> None:
         target = self.target
-        if target is not None and target.current():
-            payload = _new(AssistantStream)
-            _set_agent(payload, self.agent)
-            _set_frame(payload, frame)
-            target.emit(payload)
+        if target is not None:
+            if target.table.get(_STREAM) is not target.entries:
+                target.current()  # the listener set changed
+            if target.listeners:
+                payload = _new(AssistantStream)
+                _set_agent(payload, self.agent)
+                _set_frame(payload, frame)
+                target.emit(payload)
 
     def show(self, chunk: StreamChunk, now: int) -> None:
         """Emit the chunk frame of ``chunk``, received at ``now``, and count it. Hot
@@ -245,8 +244,8 @@ class _Attempt:
         now = _time_ns() // 1_000_000
         if self.texts:
             self.flush()
-        self.push(chunk, now)
-        self.assemble(chunk)
+        self.records.push(chunk, now)
+        self.assembler.push(chunk)
         self.text_index = _NO_RUN
         if chunk.__class__ is TextDelta:
             index = self.records.text_run()

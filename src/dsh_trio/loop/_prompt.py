@@ -204,7 +204,6 @@ class SystemPromptProjection:
         self._session = session
         self._generation = -1
         self._count = 0  # the surface's node count at the last look
-        self._seen = 0  # and the session's next seq
         self._nodes: list[int] = []
         # The text the system nodes were last found to carry, normalised; ``None``
         # once they change (a replace op or a new system node).
@@ -213,23 +212,24 @@ class SystemPromptProjection:
     def _system_nodes(self) -> list[int]:
         session = self._session
         surface = session._surface_nodes
+        count = len(surface)
         generation = session.replace_generation
         if generation != self._generation:
             events = session.events
             self._nodes = [s for s in surface if events[s].type == "system/message"]
             self._generation = generation
             self._verified = None
-        elif len(surface) != self._count and session._prompt_seq >= self._seen:
+        elif count != self._count and session._prompt_seq >= surface[self._count]:
             # With no replace op since the last look, the surface events appended
             # since are the nodes past the count seen then; none is a system node
-            # unless the session's prompt mark reached them.
+            # unless the session's prompt mark (at or above every such node's seq)
+            # reaches the first of them.
             events = session.events
             for seq in surface[self._count :]:
                 if events[seq].type == "system/message":
                     self._nodes.append(seq)
                     self._verified = None
-        self._count = len(surface)
-        self._seen = session.next_seq
+        self._count = count
         return self._nodes
 
     def project(self, rendered: str, *, turn: int, step: int) -> None:

@@ -38,6 +38,8 @@ __all__ = ["COMPLETED", "AgentConfigError", "StepRequests", "ends_before_step"]
 
 _model_request = builder(ModelRequest)
 COMPLETED: Final = Completed()  # shared: a frozen value with no fields
+# The default proposal of a step that claimed nothing (shared: a frozen value).
+_ENTER_NOTHING: Final = Enter(())
 
 # ``Enter``'s slots: the default proposal is built from a fresh tuple, which is what
 # the field's converter would give.
@@ -101,18 +103,26 @@ class StepRequests:
             TypeError: a context rendered something other than a ``str`` or ``None``.
             Exception: whatever a context's ``render`` raised.
         """
-        default = _new(Enter)
-        _set_messages(default, tuple(claimed))
-        _set_series(default, False)
+        if claimed:
+            default = _new(Enter)
+            _set_messages(default, tuple(claimed))
+            _set_series(default, False)
+        else:
+            default = _ENTER_NOTHING
         if first:
             return self._contexts.propose(default, self._services, self._agent)
         return default
 
     def seed(self) -> CallConfig:
         """The config the ``agent/request`` waterfall starts from."""
-        return request_seed(
-            self._agent.options, self._session.request_header(), self._header_logged
-        )
+        persisted = self._session.request_header()
+        if (
+            self._header_logged
+            and persisted is not None
+            and persisted.adapter_defaults is None
+        ):
+            return persisted.config  # ``request_seed``'s outcome, without the call
+        return request_seed(self._agent.options, persisted, self._header_logged)
 
     def next_request(
         self,

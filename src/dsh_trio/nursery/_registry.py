@@ -169,6 +169,7 @@ class AgentRegistry:
         entry = self._entries.get(agent.id)
         if entry is not None and entry.agent is agent:
             del self._entries[agent.id]
+            self._runtime.events._owners_changed()  # its owner is gone from the bus
 
     # ------------------------------------------------------------------ creation
 
@@ -325,6 +326,7 @@ class AgentRegistry:
         handle = AgentHandle(agent, self)
         entry = _Entry(handle, parent)
         self._entries[session.id] = entry
+        self._runtime.events._owners_changed()  # the bus now sees its owner
         if plan is not None:  # no checkpoint since the plan was made: it is still live
             self._runtime.presets._join(agent, plan)
         try:

@@ -74,6 +74,10 @@ class Runtime:
         self.persistence = persistence
         self.agents = AgentRegistry(self)
         self.events = EventBus(parent_of=self._scope_parent)
+        # The scope parents are an agent's owner (the agent registry reports each
+        # change) and a bound root agent's generation (the preset registry reports
+        # each change of a binding), so the bus may count changes instead of walking.
+        self.events._track_owners()
         self.events._watch("session/event", self.agents._listen_to_sessions)
         self.models = ModelRegistry()
         self.prompt = SystemPrompt(system_prompt)

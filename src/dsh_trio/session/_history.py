@@ -133,8 +133,8 @@ class HistoryFold:
             items = self._items
             if items is _NO_ITEMS:  # the first nodes to fold: this fold's own list
                 items = self._items = []
-            for k in range(folded, len(nodes)):
-                message = _project(events[nodes[k]])
+            for seq in nodes[folded:]:
+                message = _project(events[seq])
                 if message is not None:
                     items.append(message)
             self._folded = len(nodes)

@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, TypeVar
 
-import attrs
-
 from ..errors import InvalidStreamChunkError, SessionCorruptError
 from ..values import (
     MAX_SAFE_INTEGER,
@@ -69,9 +67,12 @@ C = TypeVar("C")
 _check_chunk = checker(StreamChunk)
 _check_record = checker(StreamRecord)
 _raw_record = builder(RawChunkRecord)
+# The run records hold what ``push`` checked, so they are built without re-checking.
+_text_record = builder(TextChunksRecord)
+_reasoning_record = builder(ReasoningChunksRecord)
+_tool_record = builder(ToolCallChunksRecord)
 
 
-@attrs.define(eq=False)
 class StreamAccumulator:
     """Packs the chunks of one model attempt into compact stream records.
 
@@ -87,16 +88,31 @@ class StreamAccumulator:
         acc.records()  # (TextChunksRecord(time0=1000, index=0, dt=(4,), texts=("h", "i")),)
     """
 
-    _done: list[StreamRecord] = attrs.field(factory=list, init=False)
-    _kind: int = attrs.field(default=_NONE, init=False)
-    _index: int = attrs.field(default=0, init=False)
-    _id: str = attrs.field(default="", init=False)
-    _name: str | None = attrs.field(default=None, init=False)
-    _time0: int = attrs.field(default=0, init=False)
-    _last: int = attrs.field(default=0, init=False)
-    _dt: list[int] = attrs.field(factory=list, init=False)
-    _parts: list[str] = attrs.field(factory=list, init=False)
-    _count: int = attrs.field(default=0, init=False)
+    __slots__ = (
+        "_count",
+        "_done",
+        "_dt",
+        "_id",
+        "_index",
+        "_kind",
+        "_last",
+        "_name",
+        "_parts",
+        "_time0",
+    )
+
+    def __init__(self) -> None:
+        # A plain slotted class: one is made for every model attempt.
+        self._done: list[StreamRecord] = []
+        self._kind = _NONE
+        self._index = 0
+        self._id = ""
+        self._name: str | None = None
+        self._time0 = 0
+        self._last = 0
+        self._dt: list[int] = []
+        self._parts: list[str] = []
+        self._count = 0
 
     def push(self, chunk: StreamChunk, time_ms: int) -> None:
         """Record ``chunk``, received at ``time_ms`` (epoch milliseconds).
@@ -130,7 +146,8 @@ class StreamAccumulator:
                     self._last = time_ms
                     self._count += 1
                     return
-            self._close()
+            if self._kind != _NONE:
+                self._close()
             self._open(kind, index, "", None, time_ms, text)
             return
         if chunk.__class__ is ToolCallDelta:
@@ -165,7 +182,8 @@ class StreamAccumulator:
                     self._last = time_ms
                     self._count += 1
                     return
-            self._close()
+            if self._kind != _NONE:
+                self._close()
             self._open(_TOOL, index, call_id, name, time_ms, args)
             return
         if not _plain_raw(chunk):
@@ -244,14 +262,14 @@ class StreamAccumulator:
     def _run(self) -> StreamRecord:
         kind = self._kind
         if kind == _TEXT:
-            return TextChunksRecord(
+            return _text_record(
                 self._time0, self._index, tuple(self._dt), tuple(self._parts)
             )
         if kind == _REASONING:
-            return ReasoningChunksRecord(
+            return _reasoning_record(
                 self._time0, self._index, tuple(self._dt), tuple(self._parts)
             )
-        return ToolCallChunksRecord(
+        return _tool_record(
             self._time0,
             self._index,
             tuple(self._dt),
@@ -267,10 +285,6 @@ class StreamAccumulator:
             raise InvalidStreamChunkError(
                 f"stream chunk {self._count} cannot be recorded: {exc.describe('chunk')}"
             ) from None
-
-
-def _ascii(value: Any) -> bool:
-    return value.__class__ is str and value.isascii()
 
 
 def _plain_raw(chunk: Any) -> bool:
@@ -297,11 +311,16 @@ def _plain_raw(chunk: Any) -> bool:
         if block.__class__ is TextBlock or block.__class__ is ReasoningBlock:
             text = block.text
             return text.__class__ is str and text.isascii()
+        if block.__class__ is not ToolCallBlock:
+            return False
+        call_id, name, arguments = block.id, block.name, block.arguments
         return (
-            block.__class__ is ToolCallBlock
-            and _ascii(block.id)
-            and _ascii(block.name)
-            and _ascii(block.arguments)
+            call_id.__class__ is str
+            and call_id.isascii()
+            and name.__class__ is str
+            and name.isascii()
+            and arguments.__class__ is str
+            and arguments.isascii()
         )
     if cls is Usage:
         tokens_in, tokens_out = chunk.input_tokens, chunk.output_tokens

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from itertools import accumulate
 from typing import Final
 
@@ -119,6 +120,12 @@ def _parse_float(text: str) -> float:
 _DECODER: Final = json.JSONDecoder(
     parse_constant=_reject_constant, parse_int=_parse_int, parse_float=_parse_float
 )
+# The scanner of text too short to hold an integer over ``MAX_INTEGER_DIGITS``
+# digits: integers are read by the scanner itself, with no hook to call.
+_SHORT_DECODER: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_parse_float
+)
+_SHORT_SCAN: Final[Callable[[str, int], tuple[object, int]]] = _SHORT_DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def _decode(raw: str) -> object:
@@ -174,7 +181,9 @@ def _decode_short(raw: str) -> object:
     Text of at most ``MAX_ARGUMENT_DEPTH`` ASCII characters that starts with ``{``
     and holds no backslash passes every check before the decoder (non-blank, no
     lone surrogate, no BOM, too few brackets to nest too deep, no ``\\u`` escape),
-    so one decode from its start to its end decides it.
+    so one scan from its start to its end decides it. Such text holds no integer
+    of more than ``MAX_INTEGER_DIGITS`` digits, so the scanner reads integers
+    without the digit-count hook.
     """
     if (
         len(raw) > MAX_ARGUMENT_DEPTH
@@ -184,8 +193,8 @@ def _decode_short(raw: str) -> object:
     ):
         return _UNDECIDED
     try:
-        value, end = _DECODER.raw_decode(raw)
-    except ValueError:  # the general path says what is wrong
+        value, end = _SHORT_SCAN(raw, 0)
+    except (StopIteration, ValueError):  # the general path says what is wrong
         return _UNDECIDED
     if end != len(raw):  # trailing whitespace or data: the general path decides
         return _UNDECIDED

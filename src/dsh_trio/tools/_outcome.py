@@ -144,6 +144,23 @@ def _settle(tool: Tool, ctx: ToolContext, value: object) -> Outcome:
     return _settle_checked(tool, ctx, value)
 
 
+def _settle_plain(call_id: str, value: object) -> Outcome | None:
+    """The outcome of plain ASCII text returned by a body given no context.
+
+    What :func:`_settle` makes of it with the body's (untouched) context: no
+    deferred contexts, not concluded. ``None`` for any other value: :func:`_settle`
+    decides those.
+    """
+    if (
+        type(value) is str
+        and value.isascii()
+        and call_id.__class__ is str
+        and call_id.isascii()
+    ):
+        return _outcome((_text_block(value),), False, None, None, (), False, True)
+    return None
+
+
 def _settle_checked(tool: Tool, ctx: ToolContext, value: object) -> Outcome:
     """:func:`_settle` for any value: its result block is checked before use."""
     contexts = ctx.deferred

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -31,6 +31,7 @@ from ._arguments import parse_arguments
 from ._outcome import (
     Outcome,
     _settle,
+    _settle_plain,
     aborted,
     crashed,
     error_outcome,
@@ -117,11 +118,18 @@ class _Run:
     # The scheduler failed (a body escaped with a BaseException, or an append
     # raised): start nothing more; the failure path closes every call out.
     failed: bool = False
-    changed: trio.Event = attrs.field(factory=trio.Event)
+    # Set when a pooled body settles; made by the pooled path (one call needs none).
+    changed: trio.Event = attrs.field(init=False)
 
-    async def run(self) -> bool:
+    def run(self) -> Awaitable[bool]:
+        """The run of every call: one call in this task, more in a pool."""
         if len(self.calls) == 1:
-            return await self._run_one()
+            return self._run_one()
+        return self._run_pooled()
+
+    async def _run_pooled(self) -> bool:
+        """Calls in model order, parallel-safe groups overlapping in a nursery."""
+        self.changed = trio.Event()
         cancelled: BaseExceptionGroup[BaseException] | None = None
         try:
             async with trio.open_nursery() as nursery:
@@ -152,7 +160,8 @@ class _Run:
         Outcomes, events and failures are those of the pooled path: a body escaping
         with a non-cancellation ``BaseException`` closes the call out and propagates
         (as the nursery's single leaf would); a cancellation closes it out and
-        propagates. The body is awaited right here (no ``_body`` frame).
+        propagates. The body is awaited right here (no ``_body`` frame), and a
+        body without a context parameter gets no :class:`ToolContext` made.
         """
         call = self.calls[0]
         cancelled = self._cancelled()
@@ -161,23 +170,30 @@ class _Run:
                 self._start(call, None)
                 tool = call.tool
                 if not call.settled and tool is not None:
-                    ctx = ToolContext(
-                        self.agent, call.block.id, self.signal, self.turn, self.step
-                    )
+                    # A body without a context parameter gets none made: it can
+                    # defer nothing and conclude nothing, so its outcome needs none
+                    # (the rare outcomes that read one get a fresh one).
+                    ctx = self._context(call) if tool._takes_context else None
                     try:
-                        if tool._takes_context:
-                            value = await tool.fn(ctx, **call.kwargs)
-                        else:
+                        if ctx is None:
                             value = await tool.fn(**call.kwargs)
+                        else:
+                            value = await tool.fn(ctx, **call.kwargs)
                     except Exception as exc:
-                        call.outcome = raised(ctx, exc)
+                        call.outcome = raised(self._given(call, ctx), exc)
                     except BaseException as exc:
-                        self._broken(call, tool, ctx, exc)
+                        self._broken(call, tool, self._given(call, ctx), exc)
                         raise
                     else:
-                        call.outcome = _settle(tool, ctx, value)
+                        outcome = (
+                            _settle_plain(call.block.id, value) if ctx is None else None
+                        )
+                        if outcome is None:
+                            outcome = _settle(tool, self._given(call, ctx), value)
+                        call.outcome = outcome
                     finally:
-                        ctx._close()
+                        if ctx is not None:
+                            ctx._close()
                         call.settled = True
                         self.in_flight -= 1
                     cancelled = self._cancelled()  # once: the commit reads it too
@@ -316,6 +332,10 @@ class _Run:
             step=self.step,
         )
 
+    def _given(self, call: _Call, ctx: ToolContext | None) -> ToolContext:
+        """``ctx``, or for a body given none, a fresh context (nothing deferred)."""
+        return self._context(call) if ctx is None else ctx
+
     async def _body(self, call: _Call, tool: Tool, ctx: ToolContext) -> None:
         try:
             call.outcome = await invoke(tool, ctx, call.kwargs)
@@ -418,7 +438,7 @@ class _Run:
             self.committed += 1
 
 
-async def execute_tool_calls(
+def execute_tool_calls(
     registry: ToolRegistry,
     agent: Agent,
     *,
@@ -426,10 +446,12 @@ async def execute_tool_calls(
     step: int,
     calls: Sequence[ToolCallBlock],
     signal: CancelSignal,
-) -> bool:
-    """Run the tool calls of one assistant message against ``registry``.
+) -> Awaitable[bool]:
+    """The run of the tool calls of one assistant message against ``registry``.
 
-    See :meth:`ToolRegistry.execute`.
+    Synchronous: returns the awaitable of the run itself (awaiting it is what
+    :meth:`ToolRegistry.execute` does), so no frame of its own stays suspended
+    while the calls run.
     """
     run = _Run(
         registry=registry,
@@ -439,4 +461,4 @@ async def execute_tool_calls(
         signal=signal,
         calls=[_Call(block) for block in calls],
     )
-    return await run.run()
+    return run.run()
