@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import dsh_trio as dsh
 from dsh_trio.events import EventBus
-from dsh_trio.events._bus import EmitTarget
+from dsh_trio.events._target import EmitTarget
 from dsh_trio.loop import Agent
 
 NAME = "agent/assistant-stream"

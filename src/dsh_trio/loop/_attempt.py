@@ -35,7 +35,7 @@ from ._payloads import AssistantStream
 
 if TYPE_CHECKING:
     from ..events import EventBus
-    from ..events._bus import EmitTarget
+    from ..events._target import EmitTarget
     from ..llm import ModelRegistry
     from ._agent import Agent
     from ._signal import CancelSignal
