@@ -203,23 +203,25 @@ async def _run_calls(value: object, n: int) -> tuple[str, list[tuple[object, ...
     return "ok", _shape(agent)
 
 
+#: What tool bodies return in the result-recording tests: text (plain, empty,
+#: non-ASCII, a lone surrogate), blocks, ToolResult variants and a non-text value.
+RESULT_VALUES: tuple[object, ...] = (
+    "plain",
+    "",
+    "caf\xe9",
+    "lone \ud800",
+    TextBlock("block"),
+    [TextBlock("a"), ImageBlock({"url": "x"})],
+    ToolResult("meta", meta={"k": [1, 2.5]}),
+    ToolResult("failed", is_error=True),
+    ToolResult("bad meta", meta=2**60),
+    42,
+)
+
+
 @pytest.mark.parametrize("n", [1, 3])
 @pytest.mark.parametrize(
-    "value",
-    [
-        "plain",
-        "",
-        "caf\xe9",
-        "lone \ud800",
-        TextBlock("block"),
-        [TextBlock("a"), ImageBlock({"url": "x"})],
-        ToolResult("meta", meta={"k": [1, 2.5]}),
-        ToolResult("failed", is_error=True),
-        ToolResult("bad meta", meta=2**60),
-        42,
-        ValueError("lone \udc00 in a failure"),
-    ],
-    ids=repr,
+    "value", [*RESULT_VALUES, ValueError("lone \udc00 in a failure")], ids=repr
 )
 async def test_results_appended_without_the_second_check_match_checked_appends(
     value: object, n: int, monkeypatch: pytest.MonkeyPatch

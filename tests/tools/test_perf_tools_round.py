@@ -16,12 +16,12 @@ from hypothesis import given, strategies as st
 
 from dsh_trio.errors import InvalidEventError
 from dsh_trio.loop import CancelSignal
-from dsh_trio.tools import ToolContext, ToolResult, _arguments, _outcome, tool
+from dsh_trio.tools import ToolContext, _arguments, _outcome, tool
 from dsh_trio.tools._scheduler import _Run
-from dsh_trio.values import ImageBlock, TextBlock, ToolCallData, ToolResultData
+from dsh_trio.values import TextBlock, ToolCallData, ToolResultData
 
 from .conftest import FakeAgent, call, drive, make_agent
-from .test_fast_paths import FAST, call_ids, returns
+from .test_fast_paths import FAST, RESULT_VALUES, call_ids, returns
 from .test_scheduler import registry_of
 
 # --------------------------------------------------------------------------- no context
@@ -77,21 +77,7 @@ async def _run_one(value: object, call_id: str, takes_context: bool) -> object:
 @pytest.mark.parametrize("call_id", ["c1", "caf\xe9", "lone \ud800"], ids=repr)
 @pytest.mark.parametrize(
     "value",
-    [
-        "plain",
-        "",
-        "caf\xe9",
-        "lone \ud800",
-        TextBlock("block"),
-        [TextBlock("a"), ImageBlock({"url": "x"})],
-        ToolResult("meta", meta={"k": [1, 2.5]}),
-        ToolResult("failed", is_error=True),
-        ToolResult("bad meta", meta=2**60),
-        42,
-        None,
-        ValueError("failed"),
-        Stop("stopped"),
-    ],
+    [*RESULT_VALUES, None, ValueError("failed"), Stop("stopped")],
     ids=repr,
 )
 async def test_a_body_without_a_context_logs_what_one_with_a_context_logs(
