@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 import dsh_trio as dsh
+from dsh_trio.values import _ids
 
 
 def test_message_ids_are_distinct_uuid4_text() -> None:
@@ -27,3 +30,23 @@ def test_every_random_bit_can_vary() -> None:
         zeros |= ~value
     fixed = ~(ones & zeros) & ((1 << 128) - 1)
     assert fixed == (0xF000 << 64) | (0xC000 << 48)
+
+
+def test_each_id_is_the_uuid4_of_its_sixteen_random_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch read of ``os.urandom`` gives, id by id, what ``uuid.UUID`` makes of
+    each 16 bytes in turn (the version and variant bits set, nothing else moved)."""
+    data = bytes(range(256)) * (16 * _ids._BATCH // 256) + b"\xff" * (
+        16 * _ids._BATCH % 256
+    )
+    monkeypatch.setattr(_ids, "_urandom", lambda n: data[:n])
+    made = _ids._made()
+    expected = [
+        str(uuid.UUID(bytes=data[k : k + 16], version=4))
+        for k in range(0, 16 * _ids._BATCH, 16)
+    ]
+    assert made == expected
+    ones = b"\xff" * (16 * _ids._BATCH)
+    monkeypatch.setattr(_ids, "_urandom", lambda n: ones[:n])
+    assert set(_ids._made()) == {"ffffffff-ffff-4fff-bfff-ffffffffffff"}

@@ -93,3 +93,94 @@ def test_builders_build_what_the_constructors_build() -> None:
         assert type(got) is cls
         assert got == want
         assert repr(got) == repr(want)
+
+
+def test_a_value_built_on_its_twin_equals_the_constructed_one() -> None:
+    from dsh_trio.values import twin
+
+    mutable = twin(StepStart)
+    assert mutable is not None
+    start = object.__new__(mutable)
+    start.turn, start.step = 3, 4
+    start.__class__ = StepStart
+    assert type(start) is StepStart
+    assert start == StepStart(3, 4)
+    assert hash(start) == hash(StepStart(3, 4))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        start.turn = 5  # type: ignore[misc]  # frozen once it is a StepStart
+
+
+def test_the_values_every_turn_builds_have_twins() -> None:
+    """The runtime builds these on every turn, chunk or append: each must take the
+    twin path of ``builder`` (no ``__weakref__`` slot, slots straight on ``object``),
+    or every turn pays a setter call per field again."""
+    from dsh_trio.events import (
+        Committed,
+        StreamChunkFrame,
+        StreamEndFrame,
+        StreamStartFrame,
+    )
+    from dsh_trio.llm import ModelRequest
+    from dsh_trio.loop._payloads import AssistantStream
+    from dsh_trio.loop._phase import Running
+    from dsh_trio.tools._outcome import Outcome
+    from dsh_trio.values import (
+        AssistantMessage,
+        AssistantMessageData,
+        InboxSplice,
+        ModelSource,
+        RawChunkRecord,
+        SessionEvent,
+        StepEnd,
+        TextBlock,
+        TextChunksRecord,
+        ToolCallChunksRecord,
+        ToolCallData,
+        ToolResultBlock,
+        ToolResultData,
+        ToolSource,
+        TurnEnd,
+        TurnStart,
+        UserMessage,
+        twin,
+    )
+
+    hot = [
+        SessionEvent, TurnStart, StepStart, StepEnd, TurnEnd, InboxSplice,
+        AssistantMessageData, AssistantMessage, ModelSource, RawChunkRecord,
+        TextChunksRecord, ToolCallChunksRecord, ToolCallData, ToolResultData,
+        ToolResultBlock, ToolSource, TextBlock, UserMessage, StreamStartFrame,
+        StreamChunkFrame, StreamEndFrame, Committed, AssistantStream, Running,
+        ModelRequest, Outcome,
+    ]  # fmt: skip
+    assert [cls.__name__ for cls in hot if twin(cls) is None] == []
+
+
+def test_builder_falls_back_to_setters_without_a_twin() -> None:
+    from dsh_trio.values import builder, twin
+
+    @attrs.frozen  # a ``__weakref__`` slot: no other class can share its layout
+    class Weak:
+        a: int
+        b: str
+
+    @attrs.frozen(weakref_slot=False)
+    class Base:
+        a: int
+
+    @attrs.frozen(weakref_slot=False)
+    class Derived(Base):
+        b: str
+
+    assert twin(Weak) is None
+    assert twin(Derived) is None
+    assert builder(Weak)(1, "x") == Weak(1, "x")
+    assert type(builder(Derived)(1, "x")) is Derived
+    assert builder(Derived)(1, "x") == Derived(1, "x")
+    with pytest.raises(TypeError, match="validator or a converter"):
+
+        @attrs.frozen(weakref_slot=False)
+        class Checked:
+            n: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+        twin(Checked)

@@ -59,7 +59,7 @@ EMIT_EVENT_NAMES: frozenset[str] = frozenset(
 # --------------------------------------------------------------------------- stream frames
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class Committed:
     """The attempt settled as the session event ``seq`` of type ``event_type``
     (``"assistant/message"`` or ``"assistant/attempt"``)."""
@@ -68,7 +68,7 @@ class Committed:
     seq: int
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class Abandoned:
     """The attempt ended without a settlement event."""
 
@@ -76,7 +76,7 @@ class Abandoned:
 StreamOutcome: TypeAlias = Committed | Abandoned
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class StreamStartFrame:
     """A model attempt started streaming.
 
@@ -90,7 +90,7 @@ class StreamStartFrame:
     step: int
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class StreamChunkFrame:
     """One received chunk; ``index`` is dense from 0 within the attempt, ``time`` is the
     receive time in epoch milliseconds."""
@@ -102,7 +102,7 @@ class StreamChunkFrame:
     chunk: StreamChunk
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class StreamEndFrame:
     """The attempt ended; ``index`` is the number of chunk frames it emitted."""
 

@@ -12,7 +12,7 @@ from ..values import JsonValue, Message, SessionId, StreamChunk
 __all__ = ["ModelAdapter", "ModelRequest"]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ModelRequest:
     """One model request: the route, the knobs, the derived history and tool schemas.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -29,7 +29,7 @@ from ..values import (
     TextDelta,
     builder,
     new_message_id,
-    slot_setters,
+    twin,
 )
 from ._payloads import AssistantStream
 
@@ -49,10 +49,17 @@ _NO_RUN: object = object()
 
 
 _new = object.__new__
-_set_id, _set_revision, _set_index, _set_time, _set_chunk = slot_setters(
-    StreamChunkFrame, "attempt_id", "revision", "index", "time", "chunk"
-)
-_set_agent, _set_frame = slot_setters(AssistantStream, "agent", "frame")
+
+
+def _twin_of(cls: type) -> type[Any]:
+    mutable = twin(cls)
+    assert mutable is not None, f"{cls.__name__} has no twin"
+    return mutable
+
+
+# A chunk frame and its payload are built on these twins (see ``values.twin``).
+_ChunkFrame = _twin_of(StreamChunkFrame)
+_Payload = _twin_of(AssistantStream)
 
 
 class Attempts:
@@ -92,7 +99,8 @@ class Attempts:
         attempt = _Attempt(self, turn, step, request)
         stream = ModelStream(self._models.get(request.provider), request)
         next_chunk, checked, take = stream.next, stream.checked, attempt.take
-        times, texts, show = attempt.times, attempt.texts, attempt.show
+        times, texts, target = attempt.times, attempt.texts, attempt.target
+        agent = self._agent
         try:
             try:
                 while True:
@@ -114,7 +122,31 @@ class Attempts:
                             now = _time_ns() // 1_000_000
                             times.append(now)
                             texts.append(text)
-                            show(chunk, now)
+                            if target is not None:  # ``attempt.show``, inline
+                                revision = attempt.revision = attempt.revision + 1
+                                if target.table.get(_STREAM) is not target.entries:
+                                    target.current()  # the listener set changed
+                                if target.listeners:
+                                    frame = _new(_ChunkFrame)
+                                    frame.attempt_id = attempt.attempt_id
+                                    frame.revision = revision
+                                    frame.index = attempt.index
+                                    frame.time = now
+                                    frame.chunk = chunk
+                                    frame.__class__ = StreamChunkFrame
+                                    payload = _new(_Payload)
+                                    payload.agent = agent
+                                    payload.frame = frame
+                                    payload.__class__ = AssistantStream
+                                    for listener in target.listeners:
+                                        try:
+                                            result = listener(payload)
+                                        except Exception:
+                                            target.raised()
+                                            continue
+                                        if result is not None:
+                                            target.misfired(listener, result)
+                            attempt.index += 1
                             continue
                         chunk = checked(chunk)
                     if signal._cause is not None:
@@ -197,10 +229,7 @@ class _Attempt:
             if target.table.get(_STREAM) is not target.entries:
                 target.current()  # the listener set changed
             if target.listeners:
-                payload = _new(AssistantStream)
-                _set_agent(payload, self.agent)
-                _set_frame(payload, frame)
-                target.emit(payload)
+                target.emit(_assistant_stream(self.agent, frame))
 
     def show(self, chunk: StreamChunk, now: int) -> None:
         """Emit the chunk frame of ``chunk``, received at ``now``, and count it. Hot
@@ -212,17 +241,19 @@ class _Attempt:
             if target.table.get(_STREAM) is not target.entries:
                 target.current()  # the listener set changed
             if target.listeners:
-                # ``AssistantStream(agent, StreamChunkFrame(...))`` without the
-                # frozen classes' per-field ``object.__setattr__``.
-                frame = _new(StreamChunkFrame)
-                _set_id(frame, self.attempt_id)
-                _set_revision(frame, revision)
-                _set_index(frame, self.index)
-                _set_time(frame, now)
-                _set_chunk(frame, chunk)
-                payload = _new(AssistantStream)
-                _set_agent(payload, self.agent)
-                _set_frame(payload, frame)
+                # ``AssistantStream(agent, StreamChunkFrame(...))``, built on the
+                # classes' twins.
+                frame = _new(_ChunkFrame)
+                frame.attempt_id = self.attempt_id
+                frame.revision = revision
+                frame.index = self.index
+                frame.time = now
+                frame.chunk = chunk
+                frame.__class__ = StreamChunkFrame
+                payload = _new(_Payload)
+                payload.agent = self.agent
+                payload.frame = frame
+                payload.__class__ = AssistantStream
                 for listener in target.listeners:  # ``target.emit``, inline
                     try:
                         result = listener(payload)
@@ -343,6 +374,7 @@ _message_data = builder(AssistantMessageData)
 _committed = builder(Committed)
 _stream_start = builder(StreamStartFrame)
 _stream_end = builder(StreamEndFrame)
+_assistant_stream = builder(AssistantStream)
 
 
 def _reply(request: ModelRequest, assembler: BlockAssembler) -> AssistantMessage:

@@ -40,7 +40,7 @@ __all__ = [
 # --------------------------------------------------------------------------- lifecycle
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class AgentCreated:
     """``agent/created`` (serial): the agent is about to be published.
 
@@ -54,14 +54,14 @@ class AgentCreated:
     signal: CancelSignal
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class AgentDisposed:
     """``agent/disposed`` (emit): the agent left the registry."""
 
     agent: Agent
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class AgentStatusChanged:
     """``agent/status`` (emit): the public status changed (never repeated)."""
 
@@ -69,7 +69,7 @@ class AgentStatusChanged:
     status: AgentStatus
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class AgentErrorEvent:
     """``agent/error`` (emit): something failed for ``agent``; ``phase`` says what.
 
@@ -92,7 +92,7 @@ class AgentErrorEvent:
 # --------------------------------------------------------------------------- inbox
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class InboxInserted:
     """``agent/inbox/inserted`` (emit): ``message`` was durably queued."""
 
@@ -100,7 +100,7 @@ class InboxInserted:
     message: UserMessage
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class InboxClaimed:
     """``agent/inbox/claimed`` (emit): turn ``turn`` claimed ``message``."""
 
@@ -109,7 +109,7 @@ class InboxClaimed:
     turn: int
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class InboxDiscarded:
     """``agent/inbox/discarded`` (emit): ``message`` left the inbox unclaimed."""
 
@@ -117,7 +117,7 @@ class InboxDiscarded:
     message: UserMessage
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class AssistantStream:
     """``agent/assistant-stream`` (emit): a live frame of a model attempt."""
 
@@ -128,7 +128,7 @@ class AssistantStream:
 # --------------------------------------------------------------------------- hooks
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class PreStep:
     """``agent/pre-step`` (waterfall → ``PreStepDecision``): a step is proposed with the
     claimed ``messages``."""
@@ -140,7 +140,7 @@ class PreStep:
     signal: CancelSignal
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class RequestProposal:
     """``agent/request`` (waterfall → ``CallConfig``): a request attempt is about to be
     built."""
@@ -151,7 +151,7 @@ class RequestProposal:
     signal: CancelSignal
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class RequestFailed:
     """``agent/request-error`` (waterfall → ``Retry() | None``): a request attempt failed.
 
@@ -167,7 +167,7 @@ class RequestFailed:
     signal: CancelSignal
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class TurnStopping:
     """``agent/turn-stopping`` (serial): the turn is about to end with nothing queued
     for its next step."""
@@ -180,7 +180,7 @@ class TurnStopping:
 # --------------------------------------------------------------------------- session
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class SessionEventAppended:
     """``session/event`` (emit): ``event`` was appended to ``session``."""
 
@@ -191,7 +191,7 @@ class SessionEventAppended:
 # --------------------------------------------------------------------------- composition
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class PresetSelected:
     """``agent-preset/selected`` (emit, unscoped): ``presets.select`` bound the session's
     agent to ``preset``; the durable log event of the same name is already appended."""
@@ -200,7 +200,7 @@ class PresetSelected:
     preset: str
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, weakref_slot=False)
 class ConfigStartFailed:
     """``agent-loop/config-start-failed`` (emit, unscoped): a declared agent
     (``open_runtime(config=...)``) failed before publication; ``wait_for`` on its id

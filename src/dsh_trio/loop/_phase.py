@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["Idle", "Maintenance", "Phase", "Running"]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Idle:
     """No activity: the agent holds no task. ``last_turn`` is the last turn opened."""
 
@@ -34,7 +34,7 @@ class Idle:
     last_turn: int
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Maintenance:
     """A ``run_maintenance`` task is active; waking input latches ``wake_requested``."""
 
@@ -46,7 +46,7 @@ class Maintenance:
     wake_requested: bool = False
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Running:
     """A driver task runs turns; ``turn`` is the turn open now (or the last one closed).
 

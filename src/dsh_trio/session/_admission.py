@@ -27,6 +27,7 @@ from ..values import (
     check_json,
     check_json_value,
     checker,
+    twin,
     typed_data,
 )
 from ._stream import expand_stream
@@ -41,11 +42,10 @@ __all__ = [
 _MAX: Final = MAX_SAFE_INTEGER
 
 
-def _event_setters() -> tuple[Callable[[object, object], None], ...]:
-    """The slot setters of :class:`SessionEvent`'s fields, in declaration order
-    (checked once, here: no field has a validator or a converter)."""
-    fields = attrs.fields(SessionEvent)
-    names = tuple(f.name for f in fields)
+def _event_twin() -> type[Any]:
+    """The twin of :class:`SessionEvent` (see ``values.twin``): appends build the
+    event on it, field by field, then make it a ``SessionEvent``."""
+    names = tuple(f.name for f in attrs.fields(SessionEvent))
     assert names == (
         "seq",
         "time",
@@ -55,19 +55,12 @@ def _event_setters() -> tuple[Callable[[object, object], None], ...]:
         "source_event_seqs",
         "ignorable",
     ), names
-    assert not any(f.validator or f.converter for f in fields)
-    return tuple(getattr(SessionEvent, name).__set__ for name in names)
+    mutable = twin(SessionEvent)
+    assert mutable is not None, "SessionEvent has no twin"
+    return mutable
 
 
-(
-    _set_seq,
-    _set_time,
-    _set_type,
-    _set_data,
-    _set_surface_op,
-    _set_sources,
-    _set_ignorable,
-) = _event_setters()
+EventTwin: Final = _event_twin()
 
 
 _CHECKERS: dict[str, Callable[[Any], None]] = {

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from time import time_ns as _time_ns
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -44,14 +44,8 @@ from ..values import (
     UserSource,
     now_ms,
 )
-from ._admission import (  # the event's slot setters: appends build events inline
-    _set_data,
-    _set_ignorable,
-    _set_seq,
-    _set_sources,
-    _set_surface_op,
-    _set_time,
-    _set_type,
+from ._admission import (  # appends build events inline, on the event's twin
+    EventTwin,
     admitted,
     check_sources,
     invalid,
@@ -410,14 +404,16 @@ class Session:
                     seq, type, f"the clock returned {now!r:.40}, not epoch milliseconds"
                 )
         # The event, field by field (an append is the hot path of every turn).
-        event = _new(SessionEvent)
-        _set_seq(event, seq)
-        _set_time(event, now)
-        _set_type(event, type)
-        _set_data(event, typed)
-        _set_surface_op(event, surface_op)
-        _set_sources(event, sources)
-        _set_ignorable(event, False)
+        built: Any = _new(EventTwin)
+        built.seq = seq
+        built.time = now
+        built.type = type
+        built.data = typed
+        built.surface_op = surface_op
+        built.source_event_seqs = sources
+        built.ignorable = False
+        built.__class__ = SessionEvent
+        event: SessionEvent = built
         # Commit: the log, then the surface or the markers (as in ``_admit``).
         live.append(event)
         if plan is None:

@@ -43,7 +43,7 @@ _text_block = builder(TextBlock)
 _SKIPPED_INFO = ToolErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class Outcome:
     """A settled call, before it is committed."""
 

@@ -137,4 +137,4 @@ from ._jsonline import (
     parse_json_line_stdlib as parse_json_line_stdlib,
 )
 from ._rules import run_times_ok as run_times_ok
-from ._slots import builder as builder, slot_setters as slot_setters
+from ._slots import builder as builder, slot_setters as slot_setters, twin as twin

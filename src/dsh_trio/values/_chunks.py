@@ -13,7 +13,7 @@ from ._ids import JsonValue
 # --------------------------------------------------------------------------- chunks
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class BlockStart:
     """A content block opens at ``index``; ``block_type`` is the block's ``type``."""
 
@@ -22,7 +22,7 @@ class BlockStart:
     block_type: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class TextDelta:
     """More text for block ``index``."""
 
@@ -31,7 +31,7 @@ class TextDelta:
     text: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ReasoningDelta:
     """More reasoning for block ``index``."""
 
@@ -40,7 +40,7 @@ class ReasoningDelta:
     text: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ToolCallDelta:
     """More arguments for tool-call block ``index``."""
 
@@ -51,7 +51,7 @@ class ToolCallDelta:
     arguments_delta: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class BlockEnd:
     """Block ``index`` is complete; ``block`` is authoritative."""
 
@@ -60,7 +60,7 @@ class BlockEnd:
     block: ContentBlock
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class Usage:
     """Token usage of the call (also the ``usage`` field of ``assistant/message``)."""
 
@@ -75,7 +75,7 @@ class Usage:
 FinishKind: TypeAlias = Literal["stop", "tool-calls", "max-tokens", "aborted", "error"]
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class FinishReason:
     """Why a stream finished; ``failure`` is set for ``"aborted"`` and ``"error"``."""
 
@@ -83,7 +83,7 @@ class FinishReason:
     failure: LlmFailure | None = None
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class Finish:
     """The terminal chunk of a stream."""
 
@@ -99,7 +99,7 @@ StreamChunk: TypeAlias = (
 # --------------------------------------------------------------------------- stream records
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class TextChunksRecord:
     """A run of text deltas of one block (compact ``stream`` record)."""
 
@@ -110,7 +110,7 @@ class TextChunksRecord:
     texts: tuple[str, ...]
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ReasoningChunksRecord:
     """A run of reasoning deltas of one block."""
 
@@ -121,7 +121,7 @@ class ReasoningChunksRecord:
     texts: tuple[str, ...]
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ToolCallChunksRecord:
     """A run of tool-call argument deltas of one block and call."""
 
@@ -134,7 +134,7 @@ class ToolCallChunksRecord:
     name: str | None = None
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class RawChunkRecord:
     """Any other chunk, verbatim, with its receive time."""
 

@@ -34,6 +34,7 @@ from ._event_data import (
 from ._fast import Slow, direct_setters, fast_data
 from ._ids import JsonValue
 from ._json import check_json
+from ._slots import twin
 
 __all__ = [
     "event_to_json",
@@ -172,9 +173,9 @@ def _event_builder() -> Callable[..., SessionEvent]:
     names: tuple[str, ...] = ("seq", "time", "type", "data", "surface_op")
     names += ("source_event_seqs", "ignorable")
     setters = direct_setters(SessionEvent)
-    if setters is None or tuple(setters) != names:  # pragma: no cover
+    mutable = twin(SessionEvent) if setters is not None else None
+    if mutable is None or tuple(setters or ()) != names:  # pragma: no cover
         return lambda *values: SessionEvent(**dict(zip(names, values, strict=True)))
-    s_seq, s_time, s_type, s_data, s_op, s_sources, s_ignorable = setters.values()
     new = object.__new__
 
     def build(
@@ -186,15 +187,18 @@ def _event_builder() -> Callable[..., SessionEvent]:
         sources: tuple[int, ...] | None,
         ignorable: bool,
     ) -> SessionEvent:
-        event: SessionEvent = new(SessionEvent)
-        s_seq(event, seq)
-        s_time(event, time)
-        s_type(event, type_)
-        s_data(event, data)
-        s_op(event, surface_op)
-        s_sources(event, sources)
-        s_ignorable(event, ignorable)
-        return event
+        # Built on the event's twin (see ``_slots.twin``).
+        event: Any = new(mutable)
+        event.seq = seq
+        event.time = time
+        event.type = type_
+        event.data = data
+        event.surface_op = surface_op
+        event.source_event_seqs = sources
+        event.ignorable = ignorable
+        event.__class__ = SessionEvent
+        built: SessionEvent = event
+        return built
 
     return build
 

@@ -11,7 +11,7 @@ from ._ids import JsonValue, MessageId, new_message_id
 # --------------------------------------------------------------------------- blocks
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class TextBlock:
     """Visible text."""
 
@@ -19,7 +19,7 @@ class TextBlock:
     text: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ReasoningBlock:
     """Model reasoning text."""
 
@@ -27,7 +27,7 @@ class ReasoningBlock:
     text: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ImageBlock:
     """An image attachment; ``attachment`` is JSON describing it (kept verbatim)."""
 
@@ -35,7 +35,7 @@ class ImageBlock:
     attachment: JsonValue = attrs.field(hash=False)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ToolCallBlock:
     """A tool call as the model wrote it; ``arguments`` is raw JSON text, unparsed."""
 
@@ -45,7 +45,7 @@ class ToolCallBlock:
     arguments: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ToolResultBlock:
     """The result of one tool call."""
 
@@ -62,14 +62,14 @@ ContentBlock: TypeAlias = (
 # --------------------------------------------------------------------------- sources
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UserSource:
     """The message came from the user."""
 
     TAG: ClassVar[str] = "user"
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ContextSection:
     """One named part of a runtime-context snapshot (``{"name", "text"}`` on disk)."""
 
@@ -77,7 +77,7 @@ class ContextSection:
     text: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class PluginSource:
     """The message came from a plugin (``form`` names its role, e.g. ``"snapshot"``).
 
@@ -91,7 +91,7 @@ class PluginSource:
     summary: str | None = None
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ModelSource:
     """The message came from a model."""
 
@@ -101,7 +101,7 @@ class ModelSource:
     replay_state: JsonValue = attrs.field(default=None, hash=False)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ToolSource:
     """The message carries the result of tool call ``call_id``."""
 
@@ -117,7 +117,7 @@ SYSTEM_PROMPT_PLUGIN = "@deepseek-ai/dsh-system-prompt"
 # --------------------------------------------------------------------------- messages
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UserMessage:
     """A user-role message: caller input, injected context or a tool result."""
 
@@ -127,7 +127,7 @@ class UserMessage:
     source: MessageSource = UserSource()
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class AssistantMessage:
     """A model's reply."""
 
@@ -137,7 +137,7 @@ class AssistantMessage:
     source: ModelSource
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class SystemMessage:
     """A system prompt node."""
 

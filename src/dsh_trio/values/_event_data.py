@@ -17,7 +17,7 @@ T = TypeVar("T")
 # --------------------------------------------------------------------------- session event data
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class SurfaceReplace:
     """Surface op: the nodes ``start_seq``..``end_seq`` are replaced by this event."""
 
@@ -28,7 +28,7 @@ class SurfaceReplace:
 SurfaceOp: TypeAlias = Literal["append"] | SurfaceReplace
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionHeader:
     """The first line of a session file: identity and lineage."""
 
@@ -43,14 +43,14 @@ class SessionHeader:
     agent_preset: str | None = None
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class TurnStart:
     """``turn/start``."""
 
     turn: int
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class TurnEnd:
     """``turn/end``."""
 
@@ -58,7 +58,7 @@ class TurnEnd:
     reason: TurnEndReason
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class StepStart:
     """``step/start``."""
 
@@ -66,7 +66,7 @@ class StepStart:
     step: int
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class StepEnd:
     """``step/end``."""
 
@@ -74,7 +74,7 @@ class StepEnd:
     step: int
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SystemMessageData:
     """``system/message``: a system-prompt node on the surface."""
 
@@ -83,7 +83,7 @@ class SystemMessageData:
     message: SystemMessage
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AssistantMessageData:
     """``assistant/message``: one settled model attempt that produced a message."""
 
@@ -95,7 +95,7 @@ class AssistantMessageData:
     interrupted: bool | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AssistantAttemptData:
     """``assistant/attempt``: a settled attempt with no model-visible message."""
 
@@ -104,7 +104,7 @@ class AssistantAttemptData:
     stream: tuple[StreamRecord, ...]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCallData:
     """``tool/call``."""
 
@@ -115,7 +115,7 @@ class ToolCallData:
     arguments: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class ToolErrorInfo:
     """``tool/result`` error facts."""
 
@@ -123,7 +123,7 @@ class ToolErrorInfo:
     code: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolResultData:
     """``tool/result``: the result message of one call."""
 
@@ -134,7 +134,7 @@ class ToolResultData:
     meta: JsonValue = attrs.field(default=None, hash=False)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class AdapterDefaults:
     """Which header config fields the adapter filled in."""
 
@@ -142,7 +142,7 @@ class AdapterDefaults:
     max_tokens: bool | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class EpochHeader:
     """The canonical request header: config, adapter-default markers, tool schemas."""
 
@@ -154,7 +154,7 @@ class EpochHeader:
 RequestHeaderReason: TypeAlias = Literal["initial", "resume", "change", "series"]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class RequestHeaderData:
     """``request/header``."""
 
@@ -163,7 +163,7 @@ class RequestHeaderData:
     starts_series: bool | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class RequestContextData:
     """``request/context``."""
 
@@ -173,14 +173,14 @@ class RequestContextData:
     system_prompt_update: str | None = None
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class EndSeed:
     """``session/end-seed``; ``inherited`` tags a fork's cut."""
 
     inherited: bool | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class InboxSplice:
     """``agent/inbox/spliced``: one normalised inbox mutation."""
 
@@ -232,7 +232,7 @@ SURFACE_TYPES = frozenset(
 )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionEvent:
     """One entry of the session log. ``seq`` is its index; ``time`` epoch ms.
 

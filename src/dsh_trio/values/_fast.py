@@ -56,6 +56,7 @@ from ._fast_leaves import (
 )
 from ._json import MAX_SAFE_INTEGER, DataShapeError, utf8_ok
 from ._rules import RULES
+from ._slots import twin
 
 __all__ = ["Slow", "direct_setters", "fast_data"]
 
@@ -328,7 +329,18 @@ def _attrs_class(cls: type[Any]) -> Decode:
             "            raise SLOW",
             "        n = 1",
         ]
-    lines.append("    kw = {}" if setters is None else "    value = new(cls)")
+    # Built on the class's twin where it has one (see ``_slots.twin``): plain
+    # attribute stores, then the class.
+    mutable = None if setters is None else twin(cls)
+    if mutable is not None:
+        ns["T"] = mutable
+    lines.append(
+        "    kw = {}"
+        if setters is None
+        else "    value = new(cls)"
+        if mutable is None
+        else "    value = new(T)"
+    )
     for k, field in enumerate(attrs.fields(cls)):
         wire = _camel(field.name)
         tp = hints[field.name]
@@ -380,19 +392,25 @@ def _attrs_class(cls: type[Any]) -> Decode:
         if setters is None:
             lines.append(f"        kw[{field.alias!r}] = v")
             continue
-        ns[f"s{k}"] = setters[field.name]
-        lines.append(f"        s{k}(value, v)")
+        if mutable is not None:
+            store = f"value.{field.name} = {{}}"
+        else:
+            ns[f"s{k}"] = setters[field.name]
+            store = f"s{k}(value, {{}})"
+        lines.append("        " + store.format("v"))
         if field.default is not attrs.NOTHING:  # absent: the default
             default = field.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
                 ns[f"f{k}"] = default.factory
-                lines += ["    else:", f"        s{k}(value, f{k}())"]
+                lines += ["    else:", "        " + store.format(f"f{k}()")]
             else:
                 ns[f"v{k}"] = default
-                lines += ["    else:", f"        s{k}(value, v{k})"]
+                lines += ["    else:", "        " + store.format(f"v{k}")]
     lines += [f"    if n + {required} != len(o):", "        raise SLOW"]
     if setters is None:
         lines.append("    value = cls(**kw)")
+    elif mutable is not None:
+        lines.append("    value.__class__ = cls")
     if ns["extra"] is not None:
         lines += [
             "    try:",

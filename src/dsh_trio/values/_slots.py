@@ -7,7 +7,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
-__all__ = ["builder", "slot_setters"]
+__all__ = ["builder", "slot_setters", "twin"]
 
 T = TypeVar("T")
 
@@ -39,13 +39,49 @@ def slot_setters(
     return tuple(getattr(cls, name).__set__ for name in names)
 
 
+def twin(cls: type) -> type[Any] | None:
+    """A plain slotted class with the layout of the frozen attrs class ``cls``, if
+    an instance of it can become a ``cls``; else ``None``.
+
+    Hot paths build a value by storing its slots on a twin, then setting its
+    ``__class__`` to ``cls``: plain attribute stores, without the frozen class's
+    ``__setattr__`` or a call per field. CPython allows that assignment between
+    classes of the same layout: ``cls`` must add its slots directly to ``object``
+    and have no ``__weakref__`` slot (hence ``weakref_slot=False`` on the value
+    types the runtime builds on every turn). Its fields must have no validator or
+    converter (checked here, once, at import).
+
+    Example::
+
+        StartTwin = twin(StepStart)
+        start = object.__new__(StartTwin)
+        start.turn, start.step = 1, 2
+        start.__class__ = StepStart
+        assert start == StepStart(1, 2)
+    """
+    fields = attrs.fields(cast("Any", cls))
+    if any(f.validator or f.converter for f in fields):
+        raise TypeError(f"{cls.__name__} has a field with a validator or a converter")
+    slots = cls.__dict__.get("__slots__")
+    if cls.__bases__ != (object,) or not isinstance(slots, tuple):
+        return None
+    mutable = type(f"_{cls.__name__}Twin", (), {"__slots__": slots})
+    probe: Any = object.__new__(mutable)
+    try:
+        probe.__class__ = cls
+    except TypeError:
+        return None  # another layout (a ``__weakref__`` slot, say)
+    return mutable
+
+
 def builder(cls: type[T]) -> Callable[..., T]:
     """A positional constructor of the frozen attrs class ``cls`` for hot paths.
 
     ``builder(cls)(a, b, ...)`` takes every field, in declaration order (defaults
     are not applied), and returns a value equal to ``cls(a, b, ...)``: it is built
-    with the slot setters of :func:`slot_setters`, so the same fields must have no
-    validator or converter. The caller vouches that the parts are valid.
+    on the class's :func:`twin` where it has one, else with the slot setters of
+    :func:`slot_setters`; either way the fields must have no validator or
+    converter. The caller vouches that the parts are valid.
 
     Example::
 
@@ -53,12 +89,19 @@ def builder(cls: type[T]) -> Callable[..., T]:
         assert step_start(1, 2) == StepStart(1, 2)
     """
     names = tuple(f.name for f in attrs.fields(cast("Any", cls)))
-    setters = slot_setters(cls, *names)
     params = ", ".join(f"v{i}" for i in range(len(names)))
-    body = "; ".join(f"s{i}(o, v{i})" for i in range(len(names)))
-    namespace: dict[str, Any] = {f"s{i}": s for i, s in enumerate(setters)}
-    namespace.update(_new=object.__new__, _cls=cls)
-    source = f"def build({params}):\n    o = _new(_cls); {body}\n    return o\n"
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    mutable = twin(cls)
+    if mutable is not None:
+        stores = "".join(f"o.{name} = v{i}; " for i, name in enumerate(names))
+        namespace["_twin"] = mutable
+        body = f"o = _new(_twin); {stores}o.__class__ = _cls"
+    else:
+        setters = slot_setters(cls, *names)
+        namespace.update({f"s{i}": s for i, s in enumerate(setters)})
+        stores = "; ".join(f"s{i}(o, v{i})" for i in range(len(names)))
+        body = f"o = _new(_cls); {stores}"
+    source = f"def build({params}):\n    {body}\n    return o\n"
     # ``source`` is generated from the class's own field list.
     exec(compile(source, f"<builder of {cls.__qualname__}>", "exec"), namespace)
     build: Callable[..., T] = namespace["build"]
