@@ -40,6 +40,11 @@ WORKLOADS: tuple[tuple[str, str, str], ...] = (
     ("W3", "w3_concurrent", "100 agents x 10 follow-up turns, concurrently"),
     ("W4", "w4_memory", "bytes and tasks per idle agent, 1,000 idle agents"),
     ("W5", "w5_cancel", "cancel -> when_idle() latency, stream hung after 5 chunks"),
+    (
+        "Ir",
+        "instructions",
+        "W1 and W2 turns in CPU instructions (valgrind), next to the floor's",
+    ),
     ("P1", "p1_jsonl", "JSONL appends per durability; load+resume of 100,000 events"),
     ("P1-pg", "pg_store", "the same on PostgreSQL (durability turn/always/none)"),
     (

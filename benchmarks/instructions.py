@@ -1,0 +1,169 @@
+"""Ir: the live W1 and W2 turns counted in CPU instructions, next to the floor's.
+
+Time ratios on a shared machine move with its load; instruction counts do not. Each
+figure here is the instructions one turn executes, counted by valgrind's cachegrind
+(``--cache-sim=no``): a child process sets up (runtime, agent, live listener,
+warm-up turns) and then runs N turns; the same child with 0 turns is counted too,
+and the difference divided by N is the cost of a turn. The floor (per chunk one
+checkpoint and a list append, as in W1 and W2) is counted the same way, so every
+row is a ratio against a floor measured by the same method.
+
+An instruction ratio is a lower bound of the time ratio: Python code that touches
+more objects and more code runs fewer instructions per cycle, so the CPU-time
+ratios of W1 and W2 run above these. Use this row to tell whether a change made a
+turn cheaper without the noise of the machine; judge the targets by W1 and W2.
+
+Needs ``valgrind`` on ``PATH`` (skipped otherwise) and takes a few minutes; with
+``--quick`` only the children run (natively, a few turns each) to show they work.
+Run alone: ``python -m benchmarks --only Ir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import trio
+
+import dsh_trio as dsh
+from dsh_trio.testing import ScriptedModel, tool_calls
+
+from ._harness import Context, Row, skipped
+from ._scenario import (
+    OPTIONS,
+    PROVIDER,
+    LiveCounter,
+    bare_text_turn,
+    bare_tool_turn,
+    reply_texts,
+    scripted_reply,
+)
+from .w2_tools import _lookup_tool
+
+__all__ = ["count_turns", "run"]
+
+NAME = "Ir"
+#: (workload, turns counted in a full run).
+CASES: tuple[tuple[str, int], ...] = (("W1", 200), ("W1-quiet", 200), ("W2", 100))
+_WARM_UP = 20
+_IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+async def _floor(workload: str, turns: int, texts: tuple[str, ...]) -> None:
+    log: list[dict[str, str]] = []
+    turn = bare_tool_turn if workload == "W2" else bare_text_turn
+    for i in range(_WARM_UP + turns):
+        await turn(log, f"q{i}", texts)
+
+
+async def _runtime(workload: str, turns: int, texts: tuple[str, ...]) -> None:
+    model = (
+        ScriptedModel() if workload == "W2" else ScriptedModel(default=scripted_reply())
+    )
+    tools = [_lookup_tool()] if workload == "W2" else []
+    async with dsh.open_runtime(models={PROVIDER: model}, tools=tools) as runtime:
+        handle = await runtime.agents.create(options=OPTIONS)
+        agent = handle.agent
+        counter = LiveCounter()
+        if workload != "W1-quiet":
+            agent.scope.on("agent/assistant-stream", counter)
+        if workload == "W2":
+            for i in range(_WARM_UP + turns):
+                model.push(
+                    tool_calls((f"call-{i}", "lookup", '{"key": "k"}')),
+                    scripted_reply(),
+                )
+        followup, when_idle, message = agent.followup, agent.when_idle, dsh.user_message
+        for i in range(_WARM_UP + turns):
+            followup(message(f"q{i}"))
+            await when_idle()
+        if workload != "W1-quiet" and counter.n != (_WARM_UP + turns) * len(texts):
+            raise RuntimeError(f"{workload}: {counter.n} text chunks heard")
+        await handle.dispose()
+
+
+def count_turns(workload: str, kind: str, turns: int, valgrind: str | None) -> int:
+    """Instructions of a child running ``turns`` turns of ``workload`` (``kind`` is
+    ``"floor"`` or ``"dsh_trio"``) after its set-up and warm-up; with no
+    ``valgrind``, the child runs natively and 0 is returned."""
+    child = [sys.executable, "-m", __name__, workload, kind, str(turns)]
+    if valgrind is None:
+        subprocess.run(child, check=True, capture_output=True)
+        return 0
+    done = subprocess.run(
+        [
+            valgrind,
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+            *child,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    found = _IREFS.search(done.stderr)
+    if found is None:
+        raise RuntimeError(
+            f"no instruction count in valgrind's output: {done.stderr[-300:]}"
+        )
+    return int(found.group(1).replace(",", ""))
+
+
+def run(ctx: Context) -> list[Row]:
+    valgrind = shutil.which("valgrind")
+    if ctx.quick or valgrind is None:
+        for workload, _ in CASES:  # the children work (natively, a few turns)
+            for kind in ("floor", "dsh_trio"):
+                count_turns(workload, kind, 2, None)
+        why = "full run only" if valgrind else "valgrind is not installed"
+        return [skipped(NAME, f"skipped: instruction counts need valgrind ({why})")]
+    jobs = [
+        (workload, kind, n)
+        for workload, turns in CASES
+        for kind in ("floor", "dsh_trio")
+        for n in (0, turns)
+    ]
+    ctx.log(f"{len(jobs)} counted runs under cachegrind, two at a time")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = list(
+            pool.map(lambda job: count_turns(job[0], job[1], job[2], valgrind), jobs)
+        )
+    per_turn = {
+        (workload, kind): (counts[k] - counts[k - 1]) / n
+        for k, (workload, kind, n) in enumerate(jobs)
+        if n
+    }
+    rows: list[Row] = []
+    for workload, _ in CASES:
+        floor, runtime = per_turn[workload, "floor"], per_turn[workload, "dsh_trio"]
+        rows.append(
+            Row(
+                workload=NAME,
+                metric=f"{workload}: instructions per turn, dsh_trio / floor",
+                unit="x",
+                samples=(runtime / floor,),
+                note=f"floor {floor:,.0f}, dsh_trio {runtime:,.0f} instructions per turn",
+                detail={"floor": floor, "dsh_trio": runtime},
+            )
+        )
+    return rows
+
+
+def _main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="one counted child run")
+    parser.add_argument("workload", choices=[w for w, _ in CASES])
+    parser.add_argument("kind", choices=["floor", "dsh_trio"])
+    parser.add_argument("turns", type=int)
+    args = parser.parse_args(argv)
+    body = _floor if args.kind == "floor" else _runtime
+    trio.run(body, args.workload, args.turns, reply_texts())
+
+
+if __name__ == "__main__":
+    _main()

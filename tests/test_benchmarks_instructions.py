@@ -1,0 +1,56 @@
+"""The ``Ir`` benchmark: instructions per turn from counted child runs.
+
+``valgrind`` is replaced by a script that reports a known count for each child
+(``1,000 + turns * per_turn``), so the arithmetic and the parsing of its report are
+checked without valgrind, and without timing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE_VALGRIND = """#!{python}
+import sys
+workload, kind, turns = sys.argv[-3:]
+per_turn = {{"floor": 400, "dsh_trio": 1000}}[kind] * (2 if workload == "W2" else 1)
+count = 1_000 + int(turns) * per_turn
+assert sys.argv[1:4] == ["--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+print(f"==7== I   refs:      {{count:,}}", file=sys.stderr)
+"""
+
+SCRIPT = """
+import json
+from benchmarks._harness import Context
+from benchmarks.instructions import run
+rows = run(Context(quick=False, verbose=False))
+print(json.dumps([[r.metric, r.samples, r.detail, r.status] for r in rows]))
+"""
+
+
+def test_instruction_ratios_come_from_counted_runs(tmp_path: Path) -> None:
+    fake = tmp_path / "valgrind"
+    fake.write_text(FAKE_VALGRIND.format(python=sys.executable), encoding="utf-8")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    rows = json.loads(done.stdout.splitlines()[-1])
+    assert [metric.split(":")[0] for metric, *_ in rows] == ["W1", "W1-quiet", "W2"]
+    for metric, samples, detail, status in rows:
+        assert status == "ok"
+        assert samples == [2.5], metric
+        scale = 2 if metric.startswith("W2") else 1
+        assert detail == {"floor": 400.0 * scale, "dsh_trio": 1000.0 * scale}
