@@ -34,7 +34,7 @@ from ._event_data import (
 from ._fast import Slow, direct_setters, fast_data
 from ._ids import JsonValue
 from ._json import check_json
-from ._slots import twin
+from ._slots import builder
 
 __all__ = [
     "event_to_json",
@@ -169,38 +169,14 @@ def event_from_json(obj: object, *, expected_seq: int | None = None) -> SessionE
 
 def _event_builder() -> Callable[..., SessionEvent]:
     """``SessionEvent(...)`` from its seven fields in order, without the
-    ``__init__`` call when it only stores them (a log holds many events)."""
+    ``__init__`` call when it only stores them (a log holds many events): the
+    event's :func:`builder`."""
     names: tuple[str, ...] = ("seq", "time", "type", "data", "surface_op")
     names += ("source_event_seqs", "ignorable")
     setters = direct_setters(SessionEvent)
-    mutable = twin(SessionEvent) if setters is not None else None
-    if mutable is None or tuple(setters or ()) != names:  # pragma: no cover
+    if setters is None or tuple(setters) != names:  # pragma: no cover
         return lambda *values: SessionEvent(**dict(zip(names, values, strict=True)))
-    new = object.__new__
-
-    def build(
-        seq: int,
-        time: int,
-        type_: str,
-        data: EventData | JsonValue,
-        surface_op: SurfaceOp | None,
-        sources: tuple[int, ...] | None,
-        ignorable: bool,
-    ) -> SessionEvent:
-        # Built on the event's twin (see ``_slots.twin``).
-        event: Any = new(mutable)
-        event.seq = seq
-        event.time = time
-        event.type = type_
-        event.data = data
-        event.surface_op = surface_op
-        event.source_event_seqs = sources
-        event.ignorable = ignorable
-        event.__class__ = SessionEvent
-        built: SessionEvent = event
-        return built
-
-    return build
+    return builder(SessionEvent)
 
 
 _new_event: Final = _event_builder()
