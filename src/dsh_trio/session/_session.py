@@ -23,8 +23,6 @@ from typing import Any, Final
 import attrs
 
 from ..errors import (
-    InvalidEventError,
-    SessionCorruptError,
     SessionReentrancyError,
 )
 from ..values import (
@@ -46,7 +44,6 @@ from ..values import (
 )
 from ._admission import (  # appends build events inline, on the event's twin
     EventTwin,
-    admitted,
     check_sources,
     invalid,
     typed_event_data,
@@ -54,7 +51,7 @@ from ._admission import (  # appends build events inline, on the event's twin
 from ._fork import fork_prefix
 from ._headers import new_header, restored_header
 from ._history import DerivedMessages, HistoryFold
-from ._loaded import LoadedLog
+from ._intake import load_events
 from ._markers import MARKER_TYPES, Markers
 from ._subscription import Subscription, listener_failed
 from ._surface import APPEND, Plan, Surface
@@ -67,15 +64,6 @@ _logger = logging.getLogger("dsh_trio")
 _new = object.__new__
 
 _MAX: Final = MAX_SAFE_INTEGER
-
-
-def _prompt_node(type_: str, data: object) -> bool:
-    """Whether a surface event moves ``Session._prompt_seq``: a ``system/message``, or a
-    ``user/message`` whose source is not a :class:`UserSource` (assistant messages, tool
-    results and plain user input never do)."""
-    if type_ == "assistant/message" or type_ == "tool/result":
-        return False
-    return not (isinstance(data, UserMessage) and data.source.__class__ is UserSource)
 
 
 @attrs.define(eq=False, repr=False)
@@ -175,7 +163,7 @@ class Session:
         )
         session = cls(header=header, clock=clock_fn)
         if seed is not None:
-            session._load(seed, "seed")
+            load_events(session, seed, "seed")
             last = session._events[-1] if session._events else None
             if inherited:
                 if last is None or not (
@@ -210,7 +198,7 @@ class Session:
         """
         header = restored_header(header)
         session = cls(header=header, clock=clock if clock is not None else now_ms)
-        session._load(events, "log")
+        load_events(session, events, "log")
         return session
 
     # ------------------------------------------------------------------ reading
@@ -414,14 +402,14 @@ class Session:
         built.ignorable = False
         built.__class__ = SessionEvent
         event: SessionEvent = built
-        # Commit: the log, then the surface or the markers (as in ``_admit``).
+        # Commit: the log, then the surface or the markers (as ``_intake`` admits).
         live.append(event)
         if plan is None:
             if type in MARKER_TYPES:
                 self._markers.fold(event)
         else:
             self._surface.apply(plan, seq)
-            if type == "system/message" or (  # ``_prompt_node``, inline
+            if type == "system/message" or (  # ``prompt_node``, inline
                 type == "user/message"
                 and not (
                     typed.__class__ is UserMessage
@@ -441,61 +429,6 @@ class Session:
             finally:
                 self._publishing = False
         return event
-
-    # ------------------------------------------------------------------ loading
-
-    def _load(self, events: Sequence[SessionEvent], what: str) -> None:
-        """Admit existing events (a seed or a persisted log) without publishing.
-
-        Events a log decoder already checked (a :class:`DecodedEvents`, except its
-        ``unchecked`` positions) skip the second check of their data; a
-        :class:`LoadedLog` was admitted while it was read, so its surface and markers
-        are adopted as they are.
-        """
-        if events.__class__ is LoadedLog and what == "log":
-            self._adopt(events)
-            return
-        unchecked = events.unchecked if isinstance(events, DecodedEvents) else None
-        for index, event in enumerate(events):
-            try:
-                self._admit(
-                    event, index, unchecked is not None and index not in unchecked
-                )
-            except InvalidEventError as exc:
-                raise SessionCorruptError(
-                    f"malformed session {what}: {exc}", seq=index
-                ) from None
-
-    def _admit(self, event: SessionEvent, index: int, data_checked: bool) -> None:
-        event = admitted(event, index, data_checked=data_checked)
-        sources = event.source_event_seqs
-        if sources is not None:
-            sources = check_sources(event.type, sources, index)
-        plan = self._surface.plan(
-            event.type, event.data, event.surface_op, sources, index
-        )
-        self._live.append(event)
-        if plan is not None:
-            self._surface.apply(plan, index)
-            if _prompt_node(event.type, event.data):
-                self._prompt_seq = index
-        else:
-            self._markers.fold(event)
-
-    def _adopt(self, log: LoadedLog) -> None:
-        """Take over a log admitted as it was read (its lines shared, not copied)."""
-        error = log.error
-        if error is not None:
-            raise SessionCorruptError(str(error), seq=error.seq)
-        events = log.share()
-        self._events = events
-        self._live = events.values
-        self._base = events.compact_count
-        self._view = SessionEvents(events)
-        self._surface = log.surface.copy(events)
-        self._history = self._surface
-        self._markers = attrs.evolve(log.markers)
-        self._prompt_seq = self.next_seq - 1  # any adopted event may be one
 
     # ------------------------------------------------------------------ fork
 

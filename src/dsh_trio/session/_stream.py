@@ -19,6 +19,7 @@ chunks and times.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import sub as _sub
 from typing import Any, Final, TypeVar
 
 from ..errors import InvalidStreamChunkError, SessionCorruptError
@@ -208,10 +209,8 @@ class StreamAccumulator:
         """
         if not times:
             return
-        gaps = [
-            now - before
-            for before, now in zip((self._last, *times[:-1]), times, strict=True)
-        ]
+        # Each time less the one before it (the run's last time before the first).
+        gaps = list(map(_sub, times, (self._last, *times[:-1])))
         if min(gaps) < -_MAX or max(gaps) > _MAX:
             # A gap too large for the record: ``push`` starts a new run there.
             index = self._index
