@@ -27,7 +27,7 @@ Workloads (see each module's docstring):
   and the trio tasks they hold.
 - **W5** (``w5_cancel``): cancel → ``when_idle()`` latency with a stream hung after
   5 chunks, median of 200 trials.
-- **Ir** (``instructions``): the live W1 turn, W1 with no listener and W2 counted
+- **Ir** (``instructions``): the live W1 turn, W1 with no listener, W2 and W3 counted
   in CPU instructions under valgrind (when installed; full run only), each as a
   ratio to the floor counted the same way: a figure the machine's load cannot move.
 - **P1** (``p1_jsonl``): JSONL append throughput per durability, load+resume of a

@@ -1,4 +1,4 @@
-"""Ir: the live W1 and W2 turns counted in CPU instructions, next to the floor's.
+"""Ir: the live W1, W2 and W3 turns counted in CPU instructions, next to the floor's.
 
 Time ratios on a shared machine move with its load; instruction counts do not. Each
 figure here is the instructions one turn executes, counted by valgrind's cachegrind
@@ -21,12 +21,14 @@ Run alone: ``python -m benchmarks --only Ir``.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Final
 
 import trio
 
@@ -48,17 +50,39 @@ from .w2_tools import _lookup_tool
 __all__ = ["count_turns", "run"]
 
 NAME = "Ir"
-#: (workload, turns counted in a full run).
-CASES: tuple[tuple[str, int], ...] = (("W1", 200), ("W1-quiet", 200), ("W2", 100))
-_WARM_UP = 20
+#: (workload, turns counted in a full run: per agent for W3).
+CASES: tuple[tuple[str, int], ...] = (
+    ("W1", 200),
+    ("W1-quiet", 200),
+    ("W2", 100),
+    ("W3", 3),
+)
+#: Agents turning at once (W3 is W1's live turn on 100 agents concurrently).
+_AGENTS: Final = {"W3": 100}
+_WARM_UP: Final = {"W3": 2}
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
+async def _each(agents: int, body: Callable[[int], Awaitable[None]]) -> None:
+    """``body(k)`` for every agent ``k``: at once when there are several."""
+    if agents == 1:
+        await body(0)
+        return
+    async with trio.open_nursery() as nursery:
+        for k in range(agents):
+            nursery.start_soon(body, k)
+
+
 async def _floor(workload: str, turns: int, texts: tuple[str, ...]) -> None:
-    log: list[dict[str, str]] = []
     turn = bare_tool_turn if workload == "W2" else bare_text_turn
-    for i in range(_WARM_UP + turns):
-        await turn(log, f"q{i}", texts)
+    warm_up = _WARM_UP.get(workload, 20)
+
+    async def agent(k: int) -> None:
+        log: list[dict[str, str]] = []
+        for i in range(warm_up + turns):
+            await turn(log, f"agent {k} turn {i}", texts)
+
+    await _each(_AGENTS.get(workload, 1), agent)
 
 
 async def _runtime(workload: str, turns: int, texts: tuple[str, ...]) -> None:
@@ -66,25 +90,34 @@ async def _runtime(workload: str, turns: int, texts: tuple[str, ...]) -> None:
         ScriptedModel() if workload == "W2" else ScriptedModel(default=scripted_reply())
     )
     tools = [_lookup_tool()] if workload == "W2" else []
+    agents, warm_up = _AGENTS.get(workload, 1), _WARM_UP.get(workload, 20)
     async with dsh.open_runtime(models={PROVIDER: model}, tools=tools) as runtime:
-        handle = await runtime.agents.create(options=OPTIONS)
-        agent = handle.agent
+        handles = [await runtime.agents.create(options=OPTIONS) for _ in range(agents)]
         counter = LiveCounter()
         if workload != "W1-quiet":
-            agent.scope.on("agent/assistant-stream", counter)
+            for handle in handles:
+                handle.agent.scope.on("agent/assistant-stream", counter)
         if workload == "W2":
-            for i in range(_WARM_UP + turns):
+            for i in range(warm_up + turns):
                 model.push(
                     tool_calls((f"call-{i}", "lookup", '{"key": "k"}')),
                     scripted_reply(),
                 )
-        followup, when_idle, message = agent.followup, agent.when_idle, dsh.user_message
-        for i in range(_WARM_UP + turns):
-            followup(message(f"q{i}"))
-            await when_idle()
-        if workload != "W1-quiet" and counter.n != (_WARM_UP + turns) * len(texts):
-            raise RuntimeError(f"{workload}: {counter.n} text chunks heard")
-        await handle.dispose()
+
+        async def agent(k: int) -> None:
+            a = handles[k].agent
+            for i in range(warm_up + turns):
+                a.followup(dsh.user_message(f"agent {k} turn {i}"))
+                await a.when_idle()
+
+        await _each(agents, agent)
+        heard = (warm_up + turns) * agents * len(texts)
+        if workload != "W1-quiet" and counter.n != heard:
+            raise RuntimeError(
+                f"{workload}: {counter.n} text chunks heard, not {heard}"
+            )
+        for handle in handles:
+            await handle.dispose()
 
 
 def count_turns(workload: str, kind: str, turns: int, valgrind: str | None) -> int:
@@ -92,8 +125,11 @@ def count_turns(workload: str, kind: str, turns: int, valgrind: str | None) -> i
     ``"floor"`` or ``"dsh_trio"``) after its set-up and warm-up; with no
     ``valgrind``, the child runs natively and 0 is returned."""
     child = [sys.executable, "-m", __name__, workload, kind, str(turns)]
+    # One string hash seed for every child: the counts of two runs then differ by
+    # the turns alone, not by how the dicts of each process happened to hash.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
     if valgrind is None:
-        subprocess.run(child, check=True, capture_output=True)
+        subprocess.run(child, check=True, capture_output=True, env=env)
         return 0
     done = subprocess.run(
         [
@@ -106,6 +142,7 @@ def count_turns(workload: str, kind: str, turns: int, valgrind: str | None) -> i
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     )
     found = _IREFS.search(done.stderr)
     if found is None:
@@ -135,7 +172,7 @@ def run(ctx: Context) -> list[Row]:
             pool.map(lambda job: count_turns(job[0], job[1], job[2], valgrind), jobs)
         )
     per_turn = {
-        (workload, kind): (counts[k] - counts[k - 1]) / n
+        (workload, kind): (counts[k] - counts[k - 1]) / (n * _AGENTS.get(workload, 1))
         for k, (workload, kind, n) in enumerate(jobs)
         if n
     }

@@ -1,7 +1,7 @@
 """The ``Ir`` benchmark: instructions per turn from counted child runs.
 
 ``valgrind`` is replaced by a script that reports a known count for each child
-(``1,000 + turns * per_turn``), so the arithmetic and the parsing of its report are
+(``1,000 + turns * agents * per_turn``), so the arithmetic and the parsing of its report are
 checked without valgrind, and without timing anything.
 """
 
@@ -16,10 +16,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 FAKE_VALGRIND = """#!{python}
+import os
 import sys
+assert os.environ.get("PYTHONHASHSEED") == "0"  # counts comparable across children
 workload, kind, turns = sys.argv[-3:]
 per_turn = {{"floor": 400, "dsh_trio": 1000}}[kind] * (2 if workload == "W2" else 1)
-count = 1_000 + int(turns) * per_turn
+agents = 100 if workload == "W3" else 1  # W3's turns are per agent
+count = 1_000 + int(turns) * agents * per_turn
 assert sys.argv[1:4] == ["--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
 print(f"==7== I   refs:      {{count:,}}", file=sys.stderr)
 """
@@ -48,7 +51,7 @@ def test_instruction_ratios_come_from_counted_runs(tmp_path: Path) -> None:
         timeout=600,
     )
     rows = json.loads(done.stdout.splitlines()[-1])
-    assert [metric.split(":")[0] for metric, *_ in rows] == ["W1", "W1-quiet", "W2"]
+    assert [metric.split(":")[0] for metric, *_ in rows] == ["W1", "W1-quiet", "W2", "W3"]
     for metric, samples, detail, status in rows:
         assert status == "ok"
         assert samples == [2.5], metric
