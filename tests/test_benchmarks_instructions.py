@@ -51,7 +51,12 @@ def test_instruction_ratios_come_from_counted_runs(tmp_path: Path) -> None:
         timeout=600,
     )
     rows = json.loads(done.stdout.splitlines()[-1])
-    assert [metric.split(":")[0] for metric, *_ in rows] == ["W1", "W1-quiet", "W2", "W3"]
+    assert [metric.split(":")[0] for metric, *_ in rows] == [
+        "W1",
+        "W1-quiet",
+        "W2",
+        "W3",
+    ]
     for metric, samples, detail, status in rows:
         assert status == "ok"
         assert samples == [2.5], metric

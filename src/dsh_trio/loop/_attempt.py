@@ -53,7 +53,8 @@ _new = object.__new__
 
 def _twin_of(cls: type) -> type[Any]:
     mutable = twin(cls)
-    assert mutable is not None, f"{cls.__name__} has no twin"
+    if mutable is None:  # a class every chunk frame is built from: checked at import
+        raise TypeError(f"{cls.__name__} has no twin (see values.twin)")
     return mutable
 
 

@@ -56,7 +56,8 @@ def _event_twin() -> type[Any]:
         "ignorable",
     ), names
     mutable = twin(SessionEvent)
-    assert mutable is not None, "SessionEvent has no twin"
+    if mutable is None:  # every append builds on it: checked at import
+        raise TypeError("SessionEvent has no twin (see values.twin)")
     return mutable
 
 
