@@ -18,6 +18,7 @@ __all__ = [
     "REPLY_CHUNKS",
     "REPLY_TEXT",
     "LiveCounter",
+    "bare_cancel_turn",
     "bare_text_turn",
     "bare_tool_turn",
     "bench_runtime",
@@ -148,3 +149,22 @@ async def bare_tool_turn(
         await checkpoint()
         log.append({"type": "delta", "text": text})
     log.append({"type": "assistant", "text": "".join(texts)})
+
+
+async def bare_cancel_turn(
+    log: list[dict[str, str]], prompt: str, texts: tuple[str, ...], after: int
+) -> None:
+    """The floor of a turn cancelled while it streams: a text turn's stream in a
+    cancel scope, cancelled by the consumer of its ``after``-th delta; the partial
+    reply appended once the scope has exited."""
+    checkpoint = trio.lowlevel.checkpoint
+    log.append({"type": "user", "text": prompt})
+    kept: list[str] = []
+    with trio.CancelScope() as scope:
+        for text in texts:
+            await checkpoint()
+            log.append({"type": "delta", "text": text})
+            kept.append(text)
+            if len(kept) == after:
+                scope.cancel()
+    log.append({"type": "assistant", "text": "".join(kept), "stop": "cancelled"})

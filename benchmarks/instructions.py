@@ -1,4 +1,4 @@
-"""Ir: the live W1, W2 and W3 turns counted in CPU instructions, next to the floor's.
+"""Ir: the live W1, W2, W3 and W5 turns counted in CPU instructions, next to the floor's.
 
 Time ratios on a shared machine move with its load; instruction counts do not. Each
 figure here is the instructions one turn executes, counted by valgrind's cachegrind
@@ -7,6 +7,14 @@ warm-up turns) and then runs N turns; the same child with 0 turns is counted too
 and the difference divided by N is the cost of a turn. The floor (per chunk one
 checkpoint and a list append, as in W1 and W2) is counted the same way, so every
 row is a ratio against a floor measured by the same method.
+
+W5 counts a whole cancelled turn: the agent-scoped listener cancels it
+(``agent.cancel(UserCancel())``) on the tenth text delta and the caller waits for
+``when_idle()``; the interrupted reply is settled, ``step/end`` and ``turn/end``
+written. Its floor streams in a cancel scope that the consumer of the tenth delta
+cancels, and appends the partial reply once the scope has exited. The wall-clock W5
+rows read the latency of the cancel alone, but move with the machine's state from
+one run to the next; this row tells whether a change made the cancel path cheaper.
 
 An instruction ratio is a lower bound of the time ratio: Python code that touches
 more objects and more code runs fewer instructions per cycle, so the CPU-time
@@ -33,13 +41,16 @@ from typing import Final
 import trio
 
 import dsh_trio as dsh
+from dsh_trio.events import AssistantStream
 from dsh_trio.testing import ScriptedModel, tool_calls
+from dsh_trio.values import AssistantMessageData
 
 from ._harness import Context, Row, skipped
 from ._scenario import (
     OPTIONS,
     PROVIDER,
     LiveCounter,
+    bare_cancel_turn,
     bare_text_turn,
     bare_tool_turn,
     reply_texts,
@@ -56,10 +67,13 @@ CASES: tuple[tuple[str, int], ...] = (
     ("W1-quiet", 200),
     ("W2", 100),
     ("W3", 3),
+    ("W5", 100),
 )
 #: Agents turning at once (W3 is W1's live turn on 100 agents concurrently).
 _AGENTS: Final = {"W3": 100}
 _WARM_UP: Final = {"W3": 2}
+#: The text delta whose listener cancels a W5 turn (as the peers' W5 does).
+CANCEL_AT: Final = 10
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
@@ -80,7 +94,10 @@ async def _floor(workload: str, turns: int, texts: tuple[str, ...]) -> None:
     async def agent(k: int) -> None:
         log: list[dict[str, str]] = []
         for i in range(warm_up + turns):
-            await turn(log, f"agent {k} turn {i}", texts)
+            if workload == "W5":
+                await bare_cancel_turn(log, f"agent {k} turn {i}", texts, CANCEL_AT)
+            else:
+                await turn(log, f"agent {k} turn {i}", texts)
 
     await _each(_AGENTS.get(workload, 1), agent)
 
@@ -93,7 +110,7 @@ async def _runtime(workload: str, turns: int, texts: tuple[str, ...]) -> None:
     agents, warm_up = _AGENTS.get(workload, 1), _WARM_UP.get(workload, 20)
     async with dsh.open_runtime(models={PROVIDER: model}, tools=tools) as runtime:
         handles = [await runtime.agents.create(options=OPTIONS) for _ in range(agents)]
-        counter = LiveCounter()
+        counter = _Canceller(handles[0].agent) if workload == "W5" else LiveCounter()
         if workload != "W1-quiet":
             for handle in handles:
                 handle.agent.scope.on("agent/assistant-stream", counter)
@@ -111,13 +128,50 @@ async def _runtime(workload: str, turns: int, texts: tuple[str, ...]) -> None:
                 await a.when_idle()
 
         await _each(agents, agent)
-        heard = (warm_up + turns) * agents * len(texts)
+        per_turn = CANCEL_AT if workload == "W5" else len(texts)
+        heard = (warm_up + turns) * agents * per_turn
         if workload != "W1-quiet" and counter.n != heard:
             raise RuntimeError(
                 f"{workload}: {counter.n} text chunks heard, not {heard}"
             )
+        if workload == "W5":
+            _check_interrupted(handles[0].agent, "".join(texts[:CANCEL_AT]))
         for handle in handles:
             await handle.dispose()
+
+
+class _Canceller(LiveCounter):
+    """W5's live consumer: counts the text deltas and cancels the turn on the
+    :data:`CANCEL_AT`-th of each turn."""
+
+    __slots__ = ("agent",)
+
+    def __init__(self, agent: dsh.Agent) -> None:
+        super().__init__()
+        self.agent = agent
+
+    def __call__(self, payload: AssistantStream) -> None:
+        heard = self.n
+        super().__call__(payload)
+        if self.n != heard and self.n % CANCEL_AT == 0:
+            self.agent.cancel(dsh.UserCancel())
+
+
+def _check_interrupted(agent: dsh.Agent, partial: str) -> None:
+    """Raise unless the agent's last reply is interrupted and holds ``partial``."""
+    for event in reversed(agent.session.events):
+        if event.type == "assistant/message":
+            data = event.data
+            assert isinstance(data, AssistantMessageData)
+            text = "".join(
+                block.text
+                for block in data.message.content
+                if isinstance(block, dsh.TextBlock)
+            )
+            if data.interrupted and text == partial:
+                return
+            break
+    raise RuntimeError(f"W5: the last reply is not the interrupted {partial!r}")
 
 
 def count_turns(workload: str, kind: str, turns: int, valgrind: str | None) -> int:

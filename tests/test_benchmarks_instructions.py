@@ -56,6 +56,7 @@ def test_instruction_ratios_come_from_counted_runs(tmp_path: Path) -> None:
         "W1-quiet",
         "W2",
         "W3",
+        "W5",
     ]
     for metric, samples, detail, status in rows:
         assert status == "ok"
