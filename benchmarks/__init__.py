@@ -27,10 +27,11 @@ Workloads (see each module's docstring):
   and the trio tasks they hold.
 - **W5** (``w5_cancel``): cancel → ``when_idle()`` latency with a stream hung after
   5 chunks, median of 200 trials.
-- **Ir** (``instructions``): the live W1 turn, W1 with no listener, W2, W3 and a W5
-  turn cancelled by its listener on the tenth text delta, counted in CPU instructions
-  under valgrind (when installed; full run only), each as a ratio to the floor
-  counted the same way: a figure the machine's load cannot move.
+- **Ir** (``instructions``): the live W1 turn, W1 with no listener, W2, W3, a W5
+  turn cancelled by its listener on the tenth text delta and the load of a
+  10,000-event log (per event), counted in CPU instructions under valgrind (when
+  installed; full run only), each as a ratio to the floor counted the same way: a
+  figure the machine's load cannot move.
 - **P1** (``p1_jsonl``): JSONL append throughput per durability, load+resume of a
   100,000-event session (``jsonl_append.main``).
 - **S1** (``s1_derive``): ``Session.append`` / ``derive_messages()`` cost as the log

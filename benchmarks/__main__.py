@@ -43,7 +43,7 @@ WORKLOADS: tuple[tuple[str, str, str], ...] = (
     (
         "Ir",
         "instructions",
-        "W1, W2, W3 and W5 turns in CPU instructions (valgrind), next to the floor's",
+        "W1, W2, W3, W5 turns and a log's load in CPU instructions (valgrind), next to the floor's",
     ),
     ("P1", "p1_jsonl", "JSONL appends per durability; load+resume of 100,000 events"),
     ("P1-pg", "pg_store", "the same on PostgreSQL (durability turn/always/none)"),

@@ -1,4 +1,4 @@
-"""Ir: the live W1, W2, W3 and W5 turns counted in CPU instructions, next to the floor's.
+"""Ir: the live W1, W2, W3 and W5 turns and a log's load counted in CPU instructions.
 
 Time ratios on a shared machine move with its load; instruction counts do not. Each
 figure here is the instructions one turn executes, counted by valgrind's cachegrind
@@ -15,6 +15,11 @@ written. Its floor streams in a cancel scope that the consumer of the tenth delt
 cancels, and appends the partial reply once the scope has exited. The wall-clock W5
 rows read the latency of the cancel alone, but move with the machine's state from
 one run to the next; this row tells whether a change made the cancel path cheaper.
+
+Load counts ``load_session`` of a closed 10,000-event JSONL log (the events of
+``jsonl_append``), per event, next to a floor that reads the same file and parses
+each line with the JSON parser in use (``parse_json_line``): what loading adds to
+reading. P1's load+resume time is a figure in seconds, which moves with the machine.
 
 An instruction ratio is a lower bound of the time ratio: Python code that touches
 more objects and more code runs fewer instructions per cycle, so the CPU-time
@@ -34,16 +39,20 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Final
 
 import trio
 
 import dsh_trio as dsh
 from dsh_trio.events import AssistantStream
+from dsh_trio.persistence import JsonlPersistence, load_session, persist_new_session
+from dsh_trio.session import Session
 from dsh_trio.testing import ScriptedModel, tool_calls
-from dsh_trio.values import AssistantMessageData
+from dsh_trio.values import AssistantMessageData, parse_json_line
 
 from ._harness import Context, Row, skipped
 from ._scenario import (
@@ -56,6 +65,7 @@ from ._scenario import (
     reply_texts,
     scripted_reply,
 )
+from .jsonl_append import EVENTS_PER_TURN, append_turn
 from .w2_tools import _lookup_tool
 
 __all__ = ["count_turns", "run"]
@@ -68,9 +78,13 @@ CASES: tuple[tuple[str, int], ...] = (
     ("W2", 100),
     ("W3", 3),
     ("W5", 100),
+    ("Load", 3),
 )
-#: Agents turning at once (W3 is W1's live turn on 100 agents concurrently).
-_AGENTS: Final = {"W3": 100}
+#: The events of the log a Load repetition reads.
+LOAD_EVENTS: Final = 10_000
+#: What one counted repetition stands for: agents turning at once (W3 is W1's live
+#: turn on 100 agents concurrently), or the events one load reads.
+_AGENTS: Final = {"W3": 100, "Load": LOAD_EVENTS}
 _WARM_UP: Final = {"W3": 2}
 #: The text delta whose listener cancels a W5 turn (as the peers' W5 does).
 CANCEL_AT: Final = 10
@@ -174,6 +188,35 @@ def _check_interrupted(agent: dsh.Agent, partial: str) -> None:
     raise RuntimeError(f"W5: the last reply is not the interrupted {partial!r}")
 
 
+async def _loads(kind: str, loads: int) -> None:
+    """Write a closed :data:`LOAD_EVENTS`-event log, then read it ``loads`` times:
+    parsed line by line (``"floor"``), or loaded as a session (``"dsh_trio"``)."""
+    with tempfile.TemporaryDirectory(prefix="dsh-ir-load-") as tmp:
+        root = Path(tmp)
+        session = Session.create("ir-load", cwd="/bench")
+        for turn in range(1, LOAD_EVENTS // EVENTS_PER_TURN + 1):
+            append_turn(session, turn)
+        writer = await persist_new_session(JsonlPersistence(root), session)
+        path = Path(JsonlPersistence(root).path_for(session.header))
+        await writer.close()
+        for _ in range(loads):
+            if kind == "floor":
+                count = _parse_log(path)
+            else:
+                loaded, writer = await load_session(JsonlPersistence(root), "ir-load")
+                await writer.close()
+                count = loaded.next_seq
+            if count != LOAD_EVENTS:
+                raise RuntimeError(f"Load: {count} events read, not {LOAD_EVENTS}")
+
+
+def _parse_log(path: Path) -> int:
+    """The Load floor: parse every line of the log at ``path``; the events read."""
+    with path.open("rb") as file:
+        parsed = [parse_json_line(line) for line in file]
+    return len(parsed) - 1  # the header line
+
+
 def count_turns(workload: str, kind: str, turns: int, valgrind: str | None) -> int:
     """Instructions of a child running ``turns`` turns of ``workload`` (``kind`` is
     ``"floor"`` or ``"dsh_trio"``) after its set-up and warm-up; with no
@@ -233,13 +276,14 @@ def run(ctx: Context) -> list[Row]:
     rows: list[Row] = []
     for workload, _ in CASES:
         floor, runtime = per_turn[workload, "floor"], per_turn[workload, "dsh_trio"]
+        unit = "event" if workload == "Load" else "turn"
         rows.append(
             Row(
                 workload=NAME,
-                metric=f"{workload}: instructions per turn, dsh_trio / floor",
+                metric=f"{workload}: instructions per {unit}, dsh_trio / floor",
                 unit="x",
                 samples=(runtime / floor,),
-                note=f"floor {floor:,.0f}, dsh_trio {runtime:,.0f} instructions per turn",
+                note=f"floor {floor:,.0f}, dsh_trio {runtime:,.0f} instructions per {unit}",
                 detail={"floor": floor, "dsh_trio": runtime},
             )
         )
@@ -250,8 +294,11 @@ def _main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="one counted child run")
     parser.add_argument("workload", choices=[w for w, _ in CASES])
     parser.add_argument("kind", choices=["floor", "dsh_trio"])
-    parser.add_argument("turns", type=int)
+    parser.add_argument("turns", type=int, help="turns, or loads for Load")
     args = parser.parse_args(argv)
+    if args.workload == "Load":
+        trio.run(_loads, args.kind, args.turns)
+        return
     body = _floor if args.kind == "floor" else _runtime
     trio.run(body, args.workload, args.turns, reply_texts())
 

@@ -1,4 +1,4 @@
-"""The ``Ir`` benchmark: instructions per turn from counted child runs.
+"""The ``Ir`` benchmark: instructions per turn (per event for Load) from counted child runs.
 
 ``valgrind`` is replaced by a script that reports a known count for each child
 (``1,000 + turns * agents * per_turn``), so the arithmetic and the parsing of its report are
@@ -21,7 +21,8 @@ import sys
 assert os.environ.get("PYTHONHASHSEED") == "0"  # counts comparable across children
 workload, kind, turns = sys.argv[-3:]
 per_turn = {{"floor": 400, "dsh_trio": 1000}}[kind] * (2 if workload == "W2" else 1)
-agents = 100 if workload == "W3" else 1  # W3's turns are per agent
+# W3's turns are per agent; a Load repetition reads 10,000 events
+agents = {{"W3": 100, "Load": 10_000}}.get(workload, 1)
 count = 1_000 + int(turns) * agents * per_turn
 assert sys.argv[1:4] == ["--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
 print(f"==7== I   refs:      {{count:,}}", file=sys.stderr)
@@ -57,6 +58,7 @@ def test_instruction_ratios_come_from_counted_runs(tmp_path: Path) -> None:
         "W2",
         "W3",
         "W5",
+        "Load",
     ]
     for metric, samples, detail, status in rows:
         assert status == "ok"
