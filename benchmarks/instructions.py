@@ -52,7 +52,7 @@ from dsh_trio.events import AssistantStream
 from dsh_trio.persistence import JsonlPersistence, load_session, persist_new_session
 from dsh_trio.session import Session
 from dsh_trio.testing import ScriptedModel, tool_calls
-from dsh_trio.values import AssistantMessageData, parse_json_line
+from dsh_trio.values import parse_json_line
 
 from ._harness import Context, Row, skipped
 from ._scenario import (
@@ -67,6 +67,7 @@ from ._scenario import (
 )
 from .jsonl_append import EVENTS_PER_TURN, append_turn
 from .w2_tools import _lookup_tool
+from .w5_cancel import partial_kept
 
 __all__ = ["count_turns", "run"]
 
@@ -82,9 +83,11 @@ CASES: tuple[tuple[str, int], ...] = (
 )
 #: The events of the log a Load repetition reads.
 LOAD_EVENTS: Final = 10_000
-#: What one counted repetition stands for: agents turning at once (W3 is W1's live
-#: turn on 100 agents concurrently), or the events one load reads.
-_AGENTS: Final = {"W3": 100, "Load": LOAD_EVENTS}
+#: Agents turning at once (W3 is W1's live turn on 100 agents concurrently).
+_AGENTS: Final = {"W3": 100}
+#: What one counted repetition stands for: a turn of each agent, or the events one
+#: load reads.
+_UNITS: Final = {**_AGENTS, "Load": LOAD_EVENTS}
 _WARM_UP: Final = {"W3": 2}
 #: The text delta whose listener cancels a W5 turn (as the peers' W5 does).
 CANCEL_AT: Final = 10
@@ -148,8 +151,9 @@ async def _runtime(workload: str, turns: int, texts: tuple[str, ...]) -> None:
             raise RuntimeError(
                 f"{workload}: {counter.n} text chunks heard, not {heard}"
             )
-        if workload == "W5":
-            _check_interrupted(handles[0].agent, "".join(texts[:CANCEL_AT]))
+        partial = "".join(texts[:CANCEL_AT])
+        if workload == "W5" and not partial_kept(handles[0].agent, partial):
+            raise RuntimeError(f"W5: the last reply is not the interrupted {partial!r}")
         for handle in handles:
             await handle.dispose()
 
@@ -169,23 +173,6 @@ class _Canceller(LiveCounter):
         super().__call__(payload)
         if self.n != heard and self.n % CANCEL_AT == 0:
             self.agent.cancel(dsh.UserCancel())
-
-
-def _check_interrupted(agent: dsh.Agent, partial: str) -> None:
-    """Raise unless the agent's last reply is interrupted and holds ``partial``."""
-    for event in reversed(agent.session.events):
-        if event.type == "assistant/message":
-            data = event.data
-            assert isinstance(data, AssistantMessageData)
-            text = "".join(
-                block.text
-                for block in data.message.content
-                if isinstance(block, dsh.TextBlock)
-            )
-            if data.interrupted and text == partial:
-                return
-            break
-    raise RuntimeError(f"W5: the last reply is not the interrupted {partial!r}")
 
 
 async def _loads(kind: str, loads: int) -> None:
@@ -269,7 +256,7 @@ def run(ctx: Context) -> list[Row]:
             pool.map(lambda job: count_turns(job[0], job[1], job[2], valgrind), jobs)
         )
     per_turn = {
-        (workload, kind): (counts[k] - counts[k - 1]) / (n * _AGENTS.get(workload, 1))
+        (workload, kind): (counts[k] - counts[k - 1]) / (n * _UNITS.get(workload, 1))
         for k, (workload, kind, n) in enumerate(jobs)
         if n
     }

@@ -33,7 +33,7 @@ from ._scenario import (
     scripted_reply,
 )
 
-__all__ = ["cancel_trials", "run"]
+__all__ = ["cancel_trials", "partial_kept", "run"]
 
 NAME = "W5"
 REF = "ref: TS 158 µs; pi-agent-core 16 µs"
@@ -42,7 +42,9 @@ CHUNKS_BEFORE_HANG = 5
 PARTIAL = REPLY_TEXT[: (CHUNKS_BEFORE_HANG - 1) * (len(REPLY_TEXT) // REPLY_CHUNKS)]
 
 
-def _partial_kept(agent: dsh.Agent) -> bool:
+def partial_kept(agent: dsh.Agent, partial: str = PARTIAL) -> bool:
+    """Whether the agent's last ``assistant/message`` is interrupted and its text is
+    ``partial``."""
     for event in reversed(agent.session.events):
         if event.type == "assistant/message":
             data = event.data
@@ -50,7 +52,7 @@ def _partial_kept(agent: dsh.Agent) -> bool:
             text = "".join(
                 getattr(block, "text", "") for block in getattr(message, "content", ())
             )
-            return bool(getattr(data, "interrupted", False)) and text == PARTIAL
+            return bool(getattr(data, "interrupted", False)) and text == partial
     return False
 
 
@@ -73,7 +75,7 @@ async def cancel_trials(
         w1, c1 = wall(), cpu()
         walls.append(w1 - w0)
         cpus.append(c1 - c0)
-        kept += _partial_kept(agent)
+        kept += partial_kept(agent)
         model.requests.clear()
     return walls, cpus, kept
 
