@@ -35,6 +35,7 @@ from ..values import (
     SessionHeader,
     decode_event,
     parse_json_line,
+    typed_line_check,
 )
 from ._damage import SalvagedTail, complete_first_write, cut_tail
 from ._gc import gc_paused
@@ -144,6 +145,8 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
     header = parse_header(first[1], path, session_id)
     events = LoadedLog()
     admit = events.admit
+    admit_line = events.admit_line
+    typed = typed_line_check()  # the common line in one typed decode, if it can
     good_end = len(first[1]) + 1
     size = good_end
     tail: Tail | None = None
@@ -171,6 +174,13 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
                 f"the last line ({len(line)} bytes) has no line end",
             )
             continue
+        if typed is not None:
+            found = typed(line)
+            if found is not None and found[1] == seq:
+                admit_line(found[0], found[3], line)
+                seq += 1
+                good_end = offset + len(line) + 1
+                continue
         try:
             obj = parse_json_line(line)
         except (ValueError, RecursionError) as exc:

@@ -26,7 +26,7 @@ from ..values import (
 )
 from ._admission import admitted, check_sources
 from ._markers import MARKER_TYPES, Markers
-from ._surface import Plan, Surface
+from ._surface import APPEND, Plan, Surface
 
 __all__ = ["LoadedLog"]
 
@@ -97,6 +97,25 @@ class LoadedLog(DecodedEvents):
                     self.markers.fold(event)
                 return
         self.append_line(line, event.type)  # refused already: keep the line only
+
+    def admit_line(self, type_: str, turn: int | None, line: bytes) -> None:
+        """Keep ``line``, an event the typed check accepted, at the next position.
+
+        For a line that :func:`~dsh_trio.values.typed_line_check` accepted with this
+        position as its seq: an event of ``type_`` whose data the fast decoders
+        take, with a safe time, and an appending ``surfaceOp`` exactly when it is
+        a surface event; ``turn`` is the turn of a ``turn/start``. What
+        :meth:`admit` would do with its decoded event, without the event.
+        """
+        index = self.compact_count
+        self.append_line(line, type_)
+        if self.error is None:
+            if type_ in SURFACE_TYPES:
+                self.surface.apply(APPEND, index)
+            elif turn is not None:
+                self.markers.fold_turn(turn, index)
+            elif type_ == "turn/end":
+                self.markers.close_turn()
 
     def _check(
         self, event: SessionEvent, index: int, checked: bool

@@ -46,11 +46,19 @@ class Markers:
         """
         type_ = event.type
         if type_ == "turn/start":
-            self.last_turn = self.open_turn = event.data_as(TurnStart).turn
-            self.open_turn_seq = event.seq
+            self.fold_turn(event.data_as(TurnStart).turn, event.seq)
         elif type_ == "turn/end":
-            self.open_turn = self.open_turn_seq = None
+            self.close_turn()
         elif type_ == "request/header":
             self.request_header = event.data_as(RequestHeaderData).header
         elif type_ == "request/context":
             self.request_context = event.data_as(RequestContextData)
+
+    def fold_turn(self, turn: int, seq: int) -> None:
+        """Take the ``turn/start`` of ``turn`` at ``seq`` into account."""
+        self.last_turn = self.open_turn = turn
+        self.open_turn_seq = seq
+
+    def close_turn(self) -> None:
+        """Take a ``turn/end`` into account."""
+        self.open_turn = self.open_turn_seq = None

@@ -138,3 +138,8 @@ from ._jsonline import (
 )
 from ._rules import run_times_ok as run_times_ok
 from ._slots import builder as builder, slot_setters as slot_setters, twin as twin
+from ._typed_lines import (
+    TYPED_EXCLUDED as TYPED_EXCLUDED,
+    TypedLine as TypedLine,
+    typed_line_check as typed_line_check,
+)

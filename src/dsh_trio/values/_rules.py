@@ -50,18 +50,27 @@ def _message_id(value: Any) -> None:
         raise DataShapeError("must be a non-empty message id").at(".id")
 
 
+def _class(value: object) -> type[Any]:
+    """The class of ``value``, or the attrs class a typed-check struct mirrors
+    (see :mod:`._typed_lines`), so a rule treats both alike."""
+    cls = value.__class__
+    mirrored: type[Any] = getattr(cls, "MIRRORS", cls)
+    return mirrored
+
+
 def _tool_result(value: ToolResultData) -> None:
     message = value.message
-    source = message.source
-    if source.__class__ is not ToolSource:
+    source: Any = message.source  # an attrs value or a typed-check struct
+    if _class(source) is not ToolSource:
         raise DataShapeError(
             f"must be a ToolSource naming the call, got {_tname(source)}"
         ).at(".message.source")
     call_id = source.call_id
     if not message.content:
         raise DataShapeError("must hold the call's result block").at(".message.content")
-    for i, block in enumerate(message.content):
-        if block.__class__ is not ToolResultBlock:
+    blocks: tuple[Any, ...] = message.content
+    for i, block in enumerate(blocks):
+        if _class(block) is not ToolResultBlock:
             raise DataShapeError(f"must be a ToolResultBlock, got {_tname(block)}").at(
                 f".message.content[{i}]"
             )
