@@ -12,7 +12,6 @@ logs loaded with and without the check.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from dsh_trio.errors import SessionCorruptError
 from dsh_trio.persistence import _jsonl_load
-from dsh_trio.persistence._jsonl_load import scan_log
 from dsh_trio.session import Session
 from dsh_trio.values import (
     EVENT_DATA_TYPES,
     MAX_SAFE_INTEGER,
     SURFACE_TYPES,
     TYPED_EXCLUDED,
+    RequestContextData,
     SessionEvent,
     ToolResultBlock,
     _typed_lines,
@@ -39,6 +38,7 @@ from dsh_trio.values import (
     typed_line_check,
 )
 
+from .test_compact_events import _scan
 from .test_event_json_round_trip import events, json_values
 
 pytestmark = pytest.mark.skipif(
@@ -235,7 +235,10 @@ def test_typed_check_never_accepts_what_the_general_path_refuses(line: bytes) ->
         b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1},"ignorable":false}',
         b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1},"surfaceOp":"append"}',
         b'{"type":"turn/start","seq":-1,"time":1,"data":{"turn":1}}',
-        b'{"type":"request/context","seq":0,"time":1,"data":{"provider":"p","model":"m"}}',
+        (
+            b'{"type":"request/header","seq":0,"time":1,"data":{"reason":"initial",'
+            b'"header":{"config":{"provider":"p","model":"m"}}}}'
+        ),
         (
             b'{"type":"user/message","seq":0,"time":1,"data":{"role":"user","id":"u",'
             b'"content":[],"source":{"kind":"user"}}}'
@@ -336,28 +339,24 @@ def _write_log(path: Path, session: Session) -> None:
     path.write_bytes(b"\n".join(lines) + b"\n")
 
 
-def _scan(path: Path) -> Any:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return scan_log(fd, str(path), None)
-    finally:
-        os.close(fd)
-
-
 def _restored(path: Path) -> tuple[list[Any], Any, Any]:
     scan = _scan(path)
-    markers = attrs.asdict(scan.events.markers, recurse=False)
+    markers = attrs.asdict(scan.events.settled_markers(), recurse=False)
     nodes = list(scan.events.surface.nodes)
     session = Session.restore(scan.header, scan.events)
+    assert session.request_context() == markers["request_context"]
     return [event_to_json(e) for e in session.events], markers, nodes
 
 
-def _session() -> Session:
+def _session(*models: str) -> Session:
+    """Five benchmark turns, the last one open, then a request/context per model."""
     from benchmarks.jsonl_append import append_turn
 
     session = Session.create("typed", cwd="/w")
     for turn in range(1, 6):
         append_turn(session, turn, close=turn != 5)
+    for model in models:
+        session.append("request/context", RequestContextData(provider="p", model=model))
     return session
 
 
@@ -365,7 +364,7 @@ def test_a_load_with_the_typed_check_restores_what_the_general_path_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "session.v3.jsonl"
-    _write_log(path, _session())
+    _write_log(path, _session("late"))
     calls: list[int] = []
     real = decode_event
 
@@ -375,15 +374,36 @@ def test_a_load_with_the_typed_check_restores_what_the_general_path_does(
 
     monkeypatch.setattr(_jsonl_load, "decode_event", counted)
     typed = _restored(path)
-    # Only the request/context lines (one per turn) took the general path.
-    assert len(calls) == 5
+    assert calls == []  # every line took the typed check
     monkeypatch.setattr(_jsonl_load, "typed_line_check", lambda: None)
     general = _restored(path)
-    assert len(calls) == 5 + len(typed[0])
+    assert len(calls) == len(typed[0])
     assert typed[0] == general[0]
     assert typed[1] == general[1]
     assert typed[1]["open_turn"] == 5
+    assert typed[1]["request_context"] == RequestContextData(provider="p", model="late")
     assert typed[2] == general[2]
+
+
+@pytest.mark.parametrize("general_one", [0, 1])
+def test_the_latest_request_context_wins_whichever_way_it_was_read(
+    tmp_path: Path, general_one: int
+) -> None:
+    """Of two request/context lines, one goes the general way (it carries an
+    ``ignorable`` flag, which the typed check does not take): the later one is the
+    marker either way."""
+    path = tmp_path / "session.v3.jsonl"
+    _write_log(path, _session("first", "second"))
+    lines = path.read_bytes().split(b"\n")
+    at = len(lines) - 3 + general_one  # the two last lines, then the final b""
+    assert b'"model":"' + (b"first", b"second")[general_one] in lines[at]
+    lines[at] = lines[at][:-1] + b',"ignorable":false}'
+    path.write_bytes(b"\n".join(lines))
+    assert CHECK is not None and CHECK(lines[at]) is None
+    markers = _restored(path)[1]
+    assert markers["request_context"] == RequestContextData(
+        provider="p", model="second"
+    )
 
 
 def test_a_refused_line_after_typed_lines_is_named_as_before(tmp_path: Path) -> None:

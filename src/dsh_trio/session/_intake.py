@@ -84,6 +84,7 @@ def _adopt(session: Session, log: LoadedLog) -> None:
     error = log.error
     if error is not None:
         raise SessionCorruptError(str(error), seq=error.seq)
+    markers = log.settled_markers()
     events = log.share()
     session._events = events
     session._live = events.values
@@ -91,5 +92,5 @@ def _adopt(session: Session, log: LoadedLog) -> None:
     session._view = SessionEvents(events)
     session._surface = log.surface.copy(events)
     session._history = session._surface
-    session._markers = attrs.evolve(log.markers)
+    session._markers = attrs.evolve(markers)
     session._prompt_seq = session.next_seq - 1  # any adopted event may be one

@@ -22,6 +22,7 @@ from ..values import (
     MAX_SAFE_INTEGER,
     SURFACE_TYPES,
     DecodedEvents,
+    RequestContextData,
     SessionEvent,
 )
 from ._admission import admitted, check_sources
@@ -39,9 +40,9 @@ _OFF_SURFACE: Final = {
 class LoadedLog(DecodedEvents):
     """The events of a log, admitted in order as they are read.
 
-    Build it only through :meth:`admit` (in seq order). ``error`` is the
-    :class:`SessionCorruptError` that restoring the log raises (the first event
-    that fails a check), or ``None``. Never blocks.
+    Build it only through :meth:`admit` and :meth:`admit_line` (in seq order).
+    ``error`` is the :class:`SessionCorruptError` that restoring the log raises (the
+    first event that fails a check), or ``None``. Never blocks.
 
     Example::
 
@@ -52,13 +53,16 @@ class LoadedLog(DecodedEvents):
         session = Session.restore(header, log)
     """
 
-    __slots__ = ("error", "markers", "surface")
+    __slots__ = ("_context_at", "error", "markers", "surface")
 
     def __init__(self) -> None:
         super().__init__()
         self.surface = Surface(self)
         self.markers = Markers()
         self.error: SessionCorruptError | None = None
+        # The position of the latest ``request/context`` admitted as a line only
+        # (:meth:`admit_line`): its data is decoded once, by :meth:`settled_markers`.
+        self._context_at: int | None = None
 
     def admit(self, event: SessionEvent, line: bytes, checked: bool) -> None:
         """Check ``event`` (decoded from ``line``) at the next position and keep it.
@@ -80,7 +84,7 @@ class LoadedLog(DecodedEvents):
         ):
             self.append_line(line, event.type)
             if event.type in MARKER_TYPES:
-                self.markers.fold(event)
+                self._fold(event)
             return
         if self.error is None:
             try:
@@ -94,7 +98,7 @@ class LoadedLog(DecodedEvents):
                 if plan is not None:
                     self.surface.apply(plan, index)
                 else:
-                    self.markers.fold(event)
+                    self._fold(event)
                 return
         self.append_line(line, event.type)  # refused already: keep the line only
 
@@ -116,6 +120,22 @@ class LoadedLog(DecodedEvents):
                 self.markers.fold_turn(turn, index)
             elif type_ == "turn/end":
                 self.markers.close_turn()
+            elif type_ == "request/context":
+                self._context_at = index
+
+    def _fold(self, event: SessionEvent) -> None:
+        if event.type == "request/context":
+            self._context_at = None  # this one is the latest
+        self.markers.fold(event)
+
+    def settled_markers(self) -> Markers:
+        """The log's markers, with the latest ``request/context`` decoded if it was
+        admitted as a line only. Read them through this, not ``markers``."""
+        at = self._context_at
+        if at is not None:
+            self.markers.request_context = self[at].data_as(RequestContextData)
+            self._context_at = None
+        return self.markers
 
     def _check(
         self, event: SessionEvent, index: int, checked: bool

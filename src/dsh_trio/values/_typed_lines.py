@@ -56,6 +56,7 @@ from ._chunks import (
 from ._content import ContentBlock, Message, MessageSource
 from ._converter import _camel, _tag_of
 from ._event_data import EVENT_DATA_TYPES, SURFACE_TYPES
+from ._fast import _is_json_alias
 from ._json import MAX_SAFE_INTEGER, check_json
 from ._rules import RULES
 
@@ -65,9 +66,10 @@ __all__ = ["TYPED_EXCLUDED", "TypedLine", "typed_line_check"]
 #: ``turn/start`` (else ``None``).
 TypedLine = tuple[str, int, int, "int | None"]
 
-#: Event types the typed check leaves to the general path: markers whose decoded
-#: data a load keeps (the latest request header and context).
-TYPED_EXCLUDED: Final = frozenset({"request/header", "request/context"})
+#: Event types the typed check leaves to the general path: the marker whose decoded
+#: data a load keeps at once (the latest request header; the latest request context
+#: is decoded once, at the end, from its line).
+TYPED_EXCLUDED: Final = frozenset({"request/header"})
 
 msgspec: Any
 try:
@@ -78,12 +80,6 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 class _Unmirrorable(Exception):
     """This annotation has no exact mirror: its class (or union member) is left out."""
-
-
-def _is_json_alias(tp: object) -> bool:
-    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
-        return False
-    return set(typing.get_args(tp)) >= {type(None), bool, int, float, str}
 
 
 Check = Callable[[Any], object]
