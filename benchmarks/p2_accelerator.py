@@ -4,9 +4,11 @@ The log (P2's realistic turns of 8 events, the last turn left open) is generated
 then, alternating in one process, repetition after repetition:
 
 * **load+resume** (``load_session``: read, check, admit, write the crash closers) with
-  ``msgspec`` parsing the lines (the ``dsh-trio[speed]`` extra) and with the standard
-  library alone; wall and CPU seconds (target: 1 s);
-* **parse only**: the log's lines through each parser (µs per line);
+  ``msgspec`` (the ``dsh-trio[speed]`` extra: the common line checked by one typed
+  decode, the others parsed by ``msgspec``) and with the standard library alone; wall
+  and CPU seconds (target: 1 s);
+* **parse only**: the log's lines through each parser (µs per line), and through the
+  typed check;
 * **reading the restored log back**: a restored log keeps its events as compressed
   lines and decodes them when read, so the first ``derive_messages()`` after a resume
   and one full pass over ``session.events`` are timed too (what the compact storage
@@ -36,9 +38,21 @@ NAME = "P2"
 
 
 def _set_accelerator(on: bool, saved: Any) -> None:
-    from dsh_trio.values import _jsonline
+    """Load with ``msgspec`` (the typed check of the common line, ``msgspec`` parsing
+    the others) or with the standard library alone; ``saved`` is what :func:`_saved`
+    returned."""
+    from dsh_trio.values import _jsonline, _typed_lines
 
-    _jsonline._fast_decode = saved if on else None
+    fast_decode, typed = saved
+    _jsonline._fast_decode = fast_decode if on else None
+    _typed_lines._check = typed if on else None
+
+
+def _saved() -> tuple[Any, Any]:
+    """The accelerators in use: the ``msgspec`` line parser and the typed check."""
+    from dsh_trio.values import _jsonline, typed_line_check
+
+    return _jsonline._fast_decode, typed_line_check()  # built now, if at all
 
 
 async def _load(root: Path) -> tuple[int, int, Any]:
@@ -71,18 +85,18 @@ def measure(
     *, events: int, repetitions: int, ctx: Context | None
 ) -> dict[bool | str, Any]:
     """Generate the log and run every measurement ``repetitions`` times."""
-    from dsh_trio.values import _jsonline, parse_json_line, parse_json_line_stdlib
+    from dsh_trio.values import parse_json_line, parse_json_line_stdlib
 
     from .p2_resume import write_long_log
 
-    saved = _jsonline._fast_decode
-    modes = [True, False] if saved is not None else [False]
+    saved = _saved()
+    modes = [True, False] if saved[0] is not None else [False]
     tmp = Path(tempfile.mkdtemp(prefix="dsh-p2-accel-"))
     # Keyed by parser (True: msgspec, False: stdlib) and by figure name.
     out: dict[bool | str, Any] = {
         m: {"cpu": [], "wall": [], "parse": []} for m in modes
     }
-    out["derive"], out["iterate"] = [], []
+    out["derive"], out["iterate"], out["typed"] = [], [], []
     try:
         path = write_long_log(tmp, "long", events)
         size = path.stat().st_size
@@ -103,6 +117,8 @@ def measure(
                     os.truncate(path, size)  # drop the closers: the same log each time
                 out[on]["cpu"].append(cpu / 1e9)
                 out[on]["wall"].append(wall / 1e9)
+                if on and saved[1] is not None:
+                    out["typed"].append(_parse_us(lines, saved[1]))
                 if on is modes[0]:
                     derive, iterate = _read_back(session)
                     out["derive"].append(derive)
@@ -162,6 +178,16 @@ def rows(ctx: Context) -> list[Row]:
                 samples=tuple(m[on]["parse"]),
             ),
         ]
+    if m["typed"]:
+        out.append(
+            Row(
+                workload=NAME,
+                metric="typed check of one line, msgspec",
+                unit="µs",
+                samples=tuple(m["typed"]),
+                note="what a load pays instead of parsing and decoding the common line",
+            )
+        )
     out += [
         Row(
             workload=NAME,

@@ -22,15 +22,21 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from dsh_trio.errors import SessionCorruptError
 from dsh_trio.persistence import _jsonl_load
-from dsh_trio.session import Session
+from dsh_trio.session import Session, _history
 from dsh_trio.values import (
     EVENT_DATA_TYPES,
     MAX_SAFE_INTEGER,
     SURFACE_TYPES,
     TYPED_EXCLUDED,
+    AssistantMessage,
+    AssistantMessageData,
+    DecodedEvents,
+    MessageId,
+    ModelSource,
     RequestContextData,
     SessionEvent,
     ToolResultBlock,
+    _compact,
     _typed_lines,
     decode_event,
     event_to_json,
@@ -39,7 +45,7 @@ from dsh_trio.values import (
 )
 
 from .test_compact_events import _scan
-from .test_event_json_round_trip import events, json_values
+from .test_event_json_round_trip import data_by_type, events, json_values
 
 pytestmark = pytest.mark.skipif(
     typed_line_check() is None, reason="the typed check needs msgspec"
@@ -415,3 +421,69 @@ def test_a_refused_line_after_typed_lines_is_named_as_before(tmp_path: Path) -> 
     with pytest.raises(SessionCorruptError) as info:
         _scan(path)
     assert info.value.line == 11
+
+
+# --------------------------------------------------------------------------- history
+
+
+@_SETTINGS
+@given(data_by_type["assistant/message"])
+def test_an_assistant_line_gives_its_message_without_its_stream(data: Any) -> None:
+    event = SessionEvent(
+        seq=0, time=1, type="assistant/message", data=data, surface_op="append"
+    )
+    line = _line(event_to_json(event))
+    events = DecodedEvents()
+    events.append_line(line, "assistant/message")
+    message = events.assistant_message(0)
+    decoded, checked = decode_event(parse_json_line(line), 0)
+    whole: Any = decoded.data
+    if checked:  # what the fast decoders take, the projection takes too
+        assert message is not None
+    if message is not None:
+        assert message == whole.message
+    assert events.assistant_message(1) is None  # past the lines
+
+
+def test_only_assistant_lines_are_projected(tmp_path: Path) -> None:
+    path = tmp_path / "session.v3.jsonl"
+    _write_log(path, _session())
+    events = _scan(path).events
+    projected = [events.assistant_message(i) is not None for i in range(len(events))]
+    types = [events[i].type for i in range(len(events))]
+    assert projected == [t == "assistant/message" for t in types]
+
+
+def test_a_resumed_history_is_what_the_whole_events_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "session.v3.jsonl"
+    written = _session()
+    empty = AssistantMessage(MessageId("empty"), (), ModelSource("p", "m"))
+    written.append(
+        "assistant/message",
+        AssistantMessageData(turn=5, step=1, message=empty, stream=()),
+        surface_op="append",
+    )  # an empty reply is left out of the history
+    _write_log(path, written)
+    scan = _scan(path)
+    session = Session.restore(scan.header, scan.events)
+    whole = [
+        message
+        for message in (_history._project(e) for e in session.events)
+        if message is not None
+    ]
+    decoded: list[int] = []
+    real = _compact.decode_line
+
+    def counted(line: bytes, seq: int) -> SessionEvent:
+        decoded.append(seq)
+        event: SessionEvent = real(line, seq)
+        return event
+
+    monkeypatch.setattr(_compact, "decode_line", counted)
+    assert list(session.derive_messages()) == whole
+    assert len(whole) == 10  # five questions, five answers
+    # Only the user messages were decoded whole.
+    assert [session.events[s].type for s in decoded] == ["user/message"] * 5
+    assert empty not in session.derive_messages()

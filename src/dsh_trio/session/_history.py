@@ -6,7 +6,7 @@ out :class:`DerivedMessages` snapshots of it in O(1).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, overload
 
 from ..values import (
@@ -76,6 +76,10 @@ class DerivedMessages(Sequence[Message]):
         return f"DerivedMessages({list(self)!r})"
 
 
+def _none(seq: int) -> None:
+    return None
+
+
 def _project(event: SessionEvent) -> Message | None:
     """The message a surface event contributes to the derived history, if any."""
     data = event.data
@@ -133,8 +137,16 @@ class HistoryFold:
             items = self._items
             if items is _NO_ITEMS:  # the first nodes to fold: this fold's own list
                 items = self._items = []
+            # A resumed log's assistant messages are read without their streams.
+            kept: Callable[[int], Message | None] = getattr(
+                events, "assistant_message", _none
+            )
             for seq in nodes[folded:]:
-                message = _project(events[seq])
+                message = kept(seq)
+                if message is None:
+                    message = _project(events[seq])
+                elif not message.content:
+                    continue
                 if message is not None:
                     items.append(message)
             self._folded = len(nodes)

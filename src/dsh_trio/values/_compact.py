@@ -16,8 +16,10 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Final, SupportsIndex, overload
 
 from ._codec import decode_event
+from ._content import AssistantMessage
 from ._event_data import SessionEvent
 from ._jsonline import parse_json_line
+from ._typed_lines import assistant_message_of
 
 __all__ = ["BLOCK_LINES", "DecodedEvents"]
 
@@ -220,6 +222,21 @@ class DecodedEvents(Sequence[SessionEvent]):
             lines = zlib.decompress(store.blocks[block]).split(b"\n")
             cached = store.cached = (block, lines)
         return cached[1][offset]
+
+    def assistant_message(self, index: int) -> AssistantMessage | None:
+        """The message of the ``assistant/message`` event at ``index`` when it is
+        kept as a line, decoded without the rest of the event (its stream records);
+        ``None`` for any other event, or when only a whole decode gives it. Equal to
+        ``self[index].data.message``. What a history fold reads after a resume.
+        """
+        store = self._store
+        if (
+            index >= self._compact
+            or index in store.recent
+            or store.types[index] != store.type_codes.get("assistant/message")
+        ):
+            return None
+        return assistant_message_of(self._line(index))
 
     def _decoded(self, index: int) -> SessionEvent:
         """The event at ``0 <= index < compact_count``, decoded (or cached)."""

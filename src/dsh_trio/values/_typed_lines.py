@@ -53,14 +53,14 @@ from ._chunks import (
     ToolCallDelta,
     Usage,
 )
-from ._content import ContentBlock, Message, MessageSource
+from ._content import AssistantMessage, ContentBlock, Message, MessageSource
 from ._converter import _camel, _tag_of
 from ._event_data import EVENT_DATA_TYPES, SURFACE_TYPES
-from ._fast import _is_json_alias
+from ._fast import _decoder, _is_json_alias
 from ._json import MAX_SAFE_INTEGER, check_json
 from ._rules import RULES
 
-__all__ = ["TYPED_EXCLUDED", "TypedLine", "typed_line_check"]
+__all__ = ["TYPED_EXCLUDED", "TypedLine", "assistant_message_of", "typed_line_check"]
 
 #: What an accepted line gives: its event type, seq and time, and the turn of a
 #: ``turn/start`` (else ``None``).
@@ -378,3 +378,45 @@ def typed_line_check() -> Callable[[bytes], TypedLine | None] | None:
                 _check = _build_check()
                 _built = True
     return _check
+
+
+_message_of: Callable[[bytes], Any] | None = None
+
+
+def _build_message_of() -> Callable[[bytes], Any]:
+    if msgspec is None:  # pragma: no cover - depends on the environment
+        return lambda line: None
+    decode_message = _decoder(AssistantMessage)
+    # Only ``data.message`` is read; the rest of the line (its stream records, most
+    # of it) is skipped unread.
+    data = msgspec.defstruct("MessageOnly", [("message", msgspec.Raw)], gc=False)
+    message_raw = msgspec.json.Decoder(
+        msgspec.defstruct("AssistantLine", [("data", data)], gc=False)
+    ).decode
+    parse = msgspec.json.Decoder().decode
+
+    def message_of(line: bytes) -> Any:
+        try:
+            return decode_message(parse(message_raw(line).data.message))
+        except Exception:  # anything unusual: the caller decodes the whole event
+            return None
+
+    return message_of
+
+
+def assistant_message_of(line: bytes) -> AssistantMessage | None:
+    """The message of an ``assistant/message`` line already read once (so valid),
+    decoded without its stream records; ``None`` when the fast decoders do not take
+    it (the caller then decodes the whole event, which gives the same message).
+
+    Example::
+
+        message = assistant_message_of(line) or decode_line(line, seq).data.message
+    """
+    global _message_of
+    found = _message_of
+    if found is None:
+        with _build_lock:
+            found = _message_of = _message_of or _build_message_of()
+    message: AssistantMessage | None = found(line)
+    return message
