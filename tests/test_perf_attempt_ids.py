@@ -28,6 +28,9 @@ def test_one_read_of_urandom_makes_a_batch_of_ids(
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_forked_child_does_not_repeat_its_parents_ids() -> None:
+    # An empty pool, whatever ran before (the fork hook clears this very list): the
+    # next id reads a fresh batch.
+    _ids._unused.clear()
     new_message_id()  # the pool now holds ids the parent will hand out
     assert _ids._unused
     read, write = os.pipe()

@@ -137,12 +137,14 @@ class HistoryFold:
             items = self._items
             if items is _NO_ITEMS:  # the first nodes to fold: this fold's own list
                 items = self._items = []
-            # A resumed log's assistant messages are read without their streams.
+            # A resumed log's assistant messages are read without their streams
+            # (events kept as lines come first; a live session's are values).
             kept: Callable[[int], Message | None] = getattr(
                 events, "assistant_message", _none
             )
+            lines: int = getattr(events, "compact_count", 0)
             for seq in nodes[folded:]:
-                message = kept(seq)
+                message = kept(seq) if seq < lines else None
                 if message is None:
                     message = _project(events[seq])
                 elif not message.content:
