@@ -83,12 +83,16 @@ class Attempts:
 
     async def run(
         self, turn: int, step: int, request: ModelRequest, signal: CancelSignal
-    ) -> tuple[AssistantMessage, FinishReason] | LlmFailure:
+    ) -> tuple[AssistantMessage, FinishReason] | LlmFailure | None:
         """Stream one model attempt and settle it durably (exactly one event).
 
         Checkpoints while streaming. Returns the message and its finish reason, or the
         failure the model reported. Whatever ends the attempt otherwise, its event is
-        written first (on cancellation the interrupted prefix, if any).
+        written first (on cancellation the interrupted prefix, if any). A cancel
+        issued while no chunk was awaited (by a listener of a frame, say) ends the
+        attempt before it asks the adapter for more: its prefix is settled and
+        ``None`` returned, with no :class:`trio.Cancelled` to unwind (the caller
+        leaves the cancelled scope without a checkpoint).
 
         Hot path: the adapter's chunks are read here directly (no wrapper generator),
         so each chunk resumes one frame fewer; :class:`ModelStream` applies the rules
@@ -104,7 +108,10 @@ class Attempts:
         agent = self._agent
         try:
             try:
-                while True:
+                # Until cancelled (``cancelled``, without the call). The cause is read
+                # into a name so that the type checker does not narrow the attribute:
+                # the listeners called below may cancel, and the later checks see it.
+                while (_cause := signal._cause) is None:
                     try:
                         chunk = await next_chunk()
                     except StopAsyncIteration:
@@ -156,10 +163,14 @@ class Attempts:
                         break  # nothing after the finish is read
             finally:
                 await stream.aclose()
-            await trio.lowlevel.checkpoint_if_cancelled()
+            if signal._cause is None:
+                await trio.lowlevel.checkpoint_if_cancelled()
         except BaseException as exc:
             attempt.abandon(exc, signal)
             raise
+        if signal._cause is not None:
+            attempt.abandon(None, signal)
+            return None
         return attempt.conclude()
 
 
@@ -299,8 +310,9 @@ class _Attempt:
             self.times.clear()
             texts.clear()
 
-    def abandon(self, exc: BaseException, signal: CancelSignal) -> None:
-        """Settle an attempt ``exc`` ended (its visible prefix, if cancelled)."""
+    def abandon(self, exc: BaseException | None, signal: CancelSignal) -> None:
+        """Settle an attempt ``exc`` ended, or (``None``) one ``signal`` cancelled
+        without an exception (its visible prefix, if cancelled)."""
         settled: SessionEvent | None = None
         try:
             self.flush()
@@ -390,7 +402,7 @@ def _reply(request: ModelRequest, assembler: BlockAssembler) -> AssistantMessage
 def _prefix(
     request: ModelRequest,
     assembler: BlockAssembler,
-    exc: BaseException,
+    exc: BaseException | None,
     signal: CancelSignal,
 ) -> AssistantMessage | None:
     """The visible prefix worth keeping when ``exc`` ended the stream (cancellation only)."""

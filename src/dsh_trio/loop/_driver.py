@@ -193,6 +193,11 @@ class TurnDriver:
                         step_end = await self._run_step(
                             turn, step, decision, signal, entered
                         )
+                        if signal._cause is not None:
+                            # Cancelled since the step's last checkpoint (by a
+                            # listener, say): the turn ends Aborted as if
+                            # ``Cancelled`` had been raised, without the unwinding.
+                            break
                         fresh = step_end is None  # a tool round ends with a yield
                         if not isinstance(turn_ends, MaxTokens):
                             turn_ends = step_end
@@ -204,7 +209,8 @@ class TurnDriver:
                                 break
                         target = InboxTarget.NEXT_STEP
                     # No success is reported for events the log has not taken.
-                    await self._agent._wait_written()
+                    if signal._cause is None:
+                        await self._agent._wait_written()
                 except Exception as exc:
                     failure = exc
         except BaseException as exc:  # noqa: ASYNC103  # re-raised below, after turn/end is written
@@ -314,6 +320,8 @@ class TurnDriver:
                 entering = None
                 await trio.lowlevel.checkpoint_if_cancelled()
                 outcome = await self._attempts.run(turn, step, request, signal)
+                if outcome is None:  # cancelled, prefix settled; the turn sees why
+                    return None
                 if isinstance(outcome, LlmFailure):
                     if await self._retry_requested(turn, step, config, outcome, signal):
                         continue
