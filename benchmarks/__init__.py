@@ -12,7 +12,8 @@ Workloads (see each module's docstring):
 - **W1** (``w1_turns``): 1,000 sequential single-step turns of one agent, a
   20-delta scripted text reply, next to a bare-trio floor measured in the same run.
 - **W1-growth** (``w1_growth``): µs/turn of turns 1-100, 901-1,000 and
-  9,901-10,000 of one agent.
+  9,901-10,000, three agents grown to those points running their windows
+  interleaved (so the machine's drift moves all three alike).
 - **W1-shape** (``w1_shape``): the live W1 turn with 1, 20 and 80 text deltas, fitted
   as ``fixed + per_chunk · chunks`` for dsh_trio and for the floor: what the runtime
   adds per turn and per chunk.
