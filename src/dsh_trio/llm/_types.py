@@ -39,7 +39,11 @@ class ModelAdapter(Protocol):
     deltas, block ends, usage, then one terminal :class:`Finish`. An adapter may
     also fail by raising; the runtime turns any exception into one terminal
     ``Finish`` error (or aborted) chunk. Adapters must let ``trio.Cancelled``
-    propagate and must checkpoint while they wait.
+    propagate and must checkpoint while they wait. The runtime closes the iterator
+    (``aclose()``, shielded, with a deadline) once it reads no more chunks: after the
+    finish, and when the turn is cancelled between two chunks (by a listener of a
+    chunk's frame, say). Then the iterator is not resumed but closed at its
+    ``yield`` (``GeneratorExit`` in an async generator).
     """
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]: ...
