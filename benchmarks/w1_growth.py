@@ -1,7 +1,7 @@
 """W1-growth: does a turn get dearer as one agent's history grows?
 
 Each repetition runs in one ``trio.run``: one agent is grown to 9,900 turns and
-another to 900 (900 and 90 in a quick run), untimed; a third starts fresh. Then
+another to 900 (990 and 90 in a quick run); a third starts fresh. Then
 the three run their next 100 turns *interleaved*, one turn each per round in a
 rotating order, each turn's CPU time taken on its own: turns 1-100 of the fresh
 agent, 901-1,000 of the middle one and 9,901-10,000 of the long one (the quick
