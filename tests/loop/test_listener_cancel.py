@@ -176,3 +176,61 @@ async def test_a_tool_that_cancels_its_agent_ends_the_turn_after_its_result() ->
     assert types[-3:] == ["tool/result", "step/end", "turn/end"]
     assert events[-1].data.reason == dsh.Aborted(dsh.UserCancel())
     assert len(model.requests) == 1
+
+
+class _MyCancel(dsh.UserCancel):
+    """A user's own cause: a subclass with nothing to add."""
+
+
+class _WhyCancel(dsh.HookCancel):
+    """A user's own hook cause: a subclass with a field of its own."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason)
+        object.__setattr__(self, "_detail", detail)
+
+
+@pytest.mark.parametrize(
+    ("cause", "recorded"),
+    [
+        (dsh.UserCancel(), dsh.UserCancel()),
+        (dsh.HookCancel("budget"), dsh.HookCancel("budget")),
+        (dsh.ParentCancel(), dsh.ParentCancel()),
+        (_MyCancel(), dsh.UserCancel()),
+        (_WhyCancel("budget", "over by 3"), dsh.HookCancel("budget")),
+    ],
+)
+async def test_turn_end_records_the_cause_as_a_plain_library_value(
+    cause: dsh.CancelCause, recorded: dsh.CancelCause
+) -> None:
+    """A library cause is recorded as given; a subclass as its library class."""
+    adapter = Adapter()
+    async with dsh.open_runtime(models={"p": adapter}) as runtime:
+        handle = await runtime.agents.create("a", options=OPTIONS)
+        agent = handle.agent
+
+        def on_frame(payload: AssistantStream) -> None:
+            frame = payload.frame
+            if isinstance(frame, StreamChunkFrame) and frame.index == 3:
+                # Something queued for the next turn is discarded by the cancel.
+                agent.followup(dsh.user_message("later"))
+                agent.cancel(cause)
+
+        agent.scope.on("agent/assistant-stream", on_frame)
+        agent.followup(dsh.user_message("hi"))
+        await agent.when_idle()
+        events = list(agent.session.events)
+        pending = agent.inbox.has_pending
+        await handle.dispose()
+    reason = events[-1].data.reason
+    assert reason == dsh.Aborted(recorded)
+    assert type(reason.reason) is type(recorded)
+    assert not pending
+    # The discard is durable: the last splice removes "later" as canceled.
+    splice = [e.data for e in events if e.type == "agent/inbox/spliced"][-1]
+    assert (splice.target, splice.start, splice.removed_count, splice.outcome) == (
+        dsh.InboxTarget.NEXT_TURN,
+        0,
+        1,
+        "canceled",
+    )

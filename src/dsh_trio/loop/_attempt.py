@@ -406,12 +406,15 @@ def _prefix(
     signal: CancelSignal,
 ) -> AssistantMessage | None:
     """The visible prefix worth keeping when ``exc`` ended the stream (cancellation only)."""
-    interrupted = signal.cancelled or isinstance(exc, trio.Cancelled)
-    content = assembler.interrupted_blocks() if interrupted else ()
+    if signal._cause is None and not isinstance(exc, trio.Cancelled):
+        return None
+    content = assembler.interrupted_blocks()
     if not content:
         return None
-    return AssistantMessage(
-        id=new_message_id(),
-        content=content,
-        source=ModelSource(request.provider, request.model),
+    # ``AssistantMessage(id, content, ModelSource(provider, model))``: the parts are
+    # the request's route and blocks the assembler built.
+    return _assistant_message(
+        new_message_id(),
+        content,
+        _model_source(request.provider, request.model, None),
     )

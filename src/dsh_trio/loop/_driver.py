@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
@@ -66,10 +66,19 @@ logger = logging.getLogger("dsh_trio")
 _turn_end = builder(TurnEnd)
 _step_start = builder(StepStart)
 _step_end = builder(StepEnd)
+_aborted = builder(Aborted)
+
+
+#: The cause classes ``turn/end`` records as they are.
+_PLAIN_CAUSES: Final = frozenset(
+    {HookCancel, UserCancel, ParentCancel, DisposedCancel, LegacyCancel}
+)
 
 
 def _plain_cause(cause: CancelCause) -> CancelCause:
     """A plain copy of a cause (what ``turn/end`` records), also for user subclasses."""
+    if cause.__class__ in _PLAIN_CAUSES:
+        return cause  # already plain: a frozen value of one of the library's classes
     if isinstance(cause, HookCancel):
         return HookCancel(cause.reason)
     for cls in (UserCancel, ParentCancel, DisposedCancel, LegacyCancel):
@@ -220,7 +229,7 @@ class TurnDriver:
         stop = not self._end_turn(turn, signal, failure, turn_ends) or stop
         if outer is not None:
             raise outer
-        if stop or failure is not None or signal.cancelled:
+        if stop or failure is not None or signal._cause is not None:
             return False  # noqa: ASYNC910
         return inbox.has_pending  # noqa: ASYNC910
 
@@ -233,9 +242,9 @@ class TurnDriver:
     ) -> bool:
         """Write ``turn/end`` with the turn's reason; False if that append failed."""
         reason: TurnEndReason
-        if signal.cancelled:
-            assert signal.cause is not None
-            reason = Aborted(_plain_cause(signal.cause))
+        cause = signal._cause
+        if cause is not None:
+            reason = _aborted(_plain_cause(cause))
         elif failure is not None:
             self.report_error(turn, self._step, failure)
             reason = Errored(_failure_of(failure))

@@ -248,6 +248,8 @@ class Inbox:
     # ------------------------------------------------------------------ runtime-only
 
     def _clear(self) -> None:
+        if not (self._next_turn or self._next_step):
+            return  # nothing pending: the common cancel
         for target in (InboxTarget.NEXT_STEP, InboxTarget.NEXT_TURN):
             n = len(self._list(target))
             if n:
