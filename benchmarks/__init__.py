@@ -32,7 +32,9 @@ Workloads (see each module's docstring):
   turn cancelled by its listener on the tenth text delta and the load of a
   10,000-event log (per event), counted in CPU instructions under valgrind (when
   installed; full run only), each as a ratio to the floor counted the same way: a
-  figure the machine's load cannot move.
+  figure the machine's load cannot move. ``python -m benchmarks.ir_compare
+  OTHER_SRC`` counts dsh_trio's turns here and in another checkout, with the garbage
+  collector off, to tell whether a change made a turn cheaper.
 - **P1** (``p1_jsonl``): JSONL append throughput per durability, load+resume of a
   100,000-event session (``jsonl_append.main``).
 - **S1** (``s1_derive``): ``Session.append`` / ``derive_messages()`` cost as the log

@@ -34,6 +34,7 @@ Run alone: ``python -m benchmarks --only Ir``.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import shutil
@@ -204,14 +205,31 @@ def _parse_log(path: Path) -> int:
     return len(parsed) - 1  # the header line
 
 
-def count_turns(workload: str, kind: str, turns: int, valgrind: str | None) -> int:
+def count_turns(
+    workload: str,
+    kind: str,
+    turns: int,
+    valgrind: str | None,
+    *,
+    gc: bool = True,
+    src: str | None = None,
+) -> int:
     """Instructions of a child running ``turns`` turns of ``workload`` (``kind`` is
     ``"floor"`` or ``"dsh_trio"``) after its set-up and warm-up; with no
-    ``valgrind``, the child runs natively and 0 is returned."""
+    ``valgrind``, the child runs natively and 0 is returned.
+
+    ``gc=False`` runs the child with the cyclic garbage collector disabled (the
+    code's own instructions, see :mod:`benchmarks.ir_compare`); ``src`` is a
+    directory put first on the child's ``PYTHONPATH`` (another checkout's ``src``)."""
     child = [sys.executable, "-m", __name__, workload, kind, str(turns)]
+    if not gc:
+        child.append("--no-gc")
     # One string hash seed for every child: the counts of two runs then differ by
     # the turns alone, not by how the dicts of each process happened to hash.
     env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if src is not None:
+        path = os.environ.get("PYTHONPATH")
+        env["PYTHONPATH"] = src if not path else f"{src}{os.pathsep}{path}"
     if valgrind is None:
         subprocess.run(child, check=True, capture_output=True, env=env)
         return 0
@@ -282,7 +300,12 @@ def _main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("workload", choices=[w for w, _ in CASES])
     parser.add_argument("kind", choices=["floor", "dsh_trio"])
     parser.add_argument("turns", type=int, help="turns, or loads for Load")
+    parser.add_argument(
+        "--no-gc", action="store_true", help="disable the cyclic garbage collector"
+    )
     args = parser.parse_args(argv)
+    if args.no_gc:
+        gc.disable()
     if args.workload == "Load":
         trio.run(_loads, args.kind, args.turns)
         return

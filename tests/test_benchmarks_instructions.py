@@ -65,3 +65,64 @@ def test_instruction_ratios_come_from_counted_runs(tmp_path: Path) -> None:
         assert samples == [2.5], metric
         scale = 2 if metric.startswith("W2") else 1
         assert detail == {"floor": 400.0 * scale, "dsh_trio": 1000.0 * scale}
+
+
+FAKE_COMPARED = """#!{python}
+import os
+import sys
+assert os.environ.get("PYTHONHASHSEED") == "0"
+*child, workload, kind, turns, flag = sys.argv[4:]
+assert (kind, flag) == ("dsh_trio", "--no-gc"), sys.argv  # the code's own count
+# The other checkout's src comes first on the path: its turns cost 800, ours 1,000.
+other = os.environ.get("PYTHONPATH", "").startswith({other!r})
+count = 5_000 + int(turns) * (800 if other else 1_000)
+print(f"==7== I   refs:      {{count:,}}", file=sys.stderr)
+"""
+
+COMPARE = """
+import sys
+from benchmarks.ir_compare import main
+sys.exit(main([sys.argv[1], "--only", "W1,W5"]))
+"""
+
+
+def test_ir_compare_counts_both_checkouts_without_the_collector(
+    tmp_path: Path,
+) -> None:
+    other = tmp_path / "other" / "src"
+    (other / "dsh_trio").mkdir(parents=True)
+    (other / "dsh_trio" / "__init__.py").write_text("", encoding="utf-8")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "valgrind"
+    fake.write_text(
+        FAKE_COMPARED.format(python=sys.executable, other=str(other)), encoding="utf-8"
+    )
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [sys.executable, "-c", COMPARE, str(other)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("garbage collector off")
+    assert lines[2].split() == ["W1", "1,000", "800", "+25.00%"]
+    assert lines[3].split() == ["W5", "1,000", "800", "+25.00%"]
+
+
+def test_ir_compare_names_a_bad_checkout(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", COMPARE, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2
+    assert f"{tmp_path} holds no dsh_trio package" in done.stderr
