@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,9 +38,12 @@ def compare(
     *,
     gc: bool = False,
     valgrind: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> list[tuple[str, float, float]]:
     """``(workload, this checkout, the other)``: dsh_trio's instructions per turn (per
     event for Load) in each, counted as :mod:`benchmarks.instructions` counts them.
+
+    ``log`` is called with a progress line as each counted run ends.
 
     Raises:
         ValueError: an unknown workload, or ``other_src`` is not a directory holding
@@ -65,15 +69,22 @@ def compare(
         for src in (None, other_src)
         for n in (0, turns[workload])
     ]
+    done = 0
+    lock = threading.Lock()  # two counting threads report progress
+
+    def count(job: tuple[str, str | None, int]) -> int:
+        nonlocal done
+        workload, src, n = job
+        found_count = count_turns(workload, "dsh_trio", n, found, gc=gc, src=src)
+        with lock:
+            done += 1
+            if log is not None:
+                where = "this checkout" if src is None else src
+                log(f"{done}/{len(jobs)}: {workload}, {n} turns, {where}")
+        return found_count
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        counts = list(
-            pool.map(
-                lambda job: count_turns(
-                    job[0], "dsh_trio", job[2], found, gc=gc, src=job[1]
-                ),
-                jobs,
-            )
-        )
+        counts = list(pool.map(count, jobs))
     per_turn = {
         (workload, src): (counts[k] - counts[k - 1]) / (n * _UNITS.get(workload, 1))
         for k, (workload, src, n) in enumerate(jobs)
@@ -103,7 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workloads = [w.strip() for w in args.only.split(",") if w.strip()]
     try:
-        rows = compare(args.other_src, workloads, gc=args.gc == "on")
+        rows = compare(
+            args.other_src,
+            workloads,
+            gc=args.gc == "on",
+            log=lambda line: print(f"  .. {line}", file=sys.stderr, flush=True),
+        )
     except (ValueError, RuntimeError) as exc:
         print(f"ir_compare: {exc}", file=sys.stderr)
         return 2

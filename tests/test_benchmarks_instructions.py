@@ -114,6 +114,10 @@ def test_ir_compare_counts_both_checkouts_without_the_collector(
     assert lines[0].endswith("garbage collector off")
     assert lines[2].split() == ["W1", "1,000", "800", "+25.00%"]
     assert lines[3].split() == ["W5", "1,000", "800", "+25.00%"]
+    # Progress: one line per counted run (two per workload and checkout).
+    progress = [line for line in done.stderr.splitlines() if line.startswith("  .. ")]
+    assert len(progress) == 8
+    assert progress[-1].startswith("  .. 8/8: ")
 
 
 def test_ir_compare_names_a_bad_checkout(tmp_path: Path) -> None:
