@@ -234,3 +234,56 @@ async def test_turn_end_records_the_cause_as_a_plain_library_value(
         1,
         "canceled",
     )
+
+
+async def test_a_parked_cancel_ends_at_the_attempt_without_unwinding_the_driver() -> (
+    None
+):
+    """``Cancelled`` from the turn's own cancel stops at the attempt that awaited the
+    stream: the adapter sees it, the prefix is kept, the turn's scope catches nothing."""
+    adapter = Adapter(park_after=4)
+    async with dsh.open_runtime(models={"p": adapter}) as runtime:
+        handle = await runtime.agents.create("a", options=OPTIONS)
+        agent = handle.agent
+        agent.followup(dsh.user_message("hi"))
+        scope = agent._phase.signal.scope
+        await trio.testing.wait_all_tasks_blocked()
+        agent.cancel(dsh.UserCancel())
+        await agent.when_idle()
+        events = list(agent.session.events)
+        await handle.dispose()
+    assert adapter.exits == [trio.Cancelled]
+    assert scope.cancel_called
+    assert not scope.cancelled_caught
+    (data,) = [e.data for e in events if e.type == "assistant/message"]
+    assert data.interrupted is True
+    assert data.message.content == (dsh.TextBlock("hel"),)
+    assert [e.type for e in events][-2:] == ["step/end", "turn/end"]
+    assert events[-1].data.reason == dsh.Aborted(dsh.UserCancel())
+
+
+async def test_an_outer_cancel_issued_with_the_agents_own_still_reaches_its_scope() -> (
+    None
+):
+    """Ending the attempt on the turn's own cancel does not swallow a cancel of a scope
+    around the runtime issued at the same time."""
+    adapter = Adapter(park_after=4)
+    sessions: list[dsh.Session] = []
+    with trio.CancelScope() as outer:
+        async with dsh.open_runtime(models={"p": adapter}) as runtime:
+            handle = await runtime.agents.create("a", options=OPTIONS)
+            agent = handle.agent
+            sessions.append(agent.session)
+            agent.followup(dsh.user_message("hi"))
+            await trio.testing.wait_all_tasks_blocked()
+            agent.cancel(dsh.UserCancel())
+            outer.cancel()
+            await trio.sleep_forever()  # the outer cancel arrives here
+    assert outer.cancelled_caught
+    assert adapter.exits == [trio.Cancelled]
+    events = list(sessions[0].events)
+    # The turn ended once, with the first cause, its prefix kept.
+    ends = [e.data for e in events if e.type == "turn/end"]
+    assert [(e.turn, e.reason) for e in ends] == [(1, dsh.Aborted(dsh.UserCancel()))]
+    (data,) = [e.data for e in events if e.type == "assistant/message"]
+    assert data.message.content == (dsh.TextBlock("hel"),)

@@ -92,7 +92,11 @@ class Attempts:
         issued while no chunk was awaited (by a listener of a frame, say) ends the
         attempt before it asks the adapter for more: its prefix is settled and
         ``None`` returned, with no :class:`trio.Cancelled` to unwind (the caller
-        leaves the cancelled scope without a checkpoint).
+        leaves the cancelled scope without a checkpoint). The same holds when the
+        turn's cancel reaches the stream at a checkpoint: the ``Cancelled`` out of
+        the adapter ends here, with ``None``; any other exception, and a
+        ``Cancelled`` while the turn itself was not cancelled (its owner's), is
+        raised.
 
         Hot path: the adapter's chunks are read here directly (no wrapper generator),
         so each chunk resumes one frame fewer; :class:`ModelStream` applies the rules
@@ -167,6 +171,13 @@ class Attempts:
                 await trio.lowlevel.checkpoint_if_cancelled()
         except BaseException as exc:
             attempt.abandon(exc, signal)
+            if exc.__class__ is trio.Cancelled and signal._cause is not None:
+                # The turn's own cancel reached the stream at a checkpoint: ended as
+                # a cancel between two chunks ends (see above), here rather than by
+                # unwinding the driver's frames to the turn's scope. The caller
+                # leaves that scope without a checkpoint, so a cancel of an outer
+                # scope is still delivered at the next checkpoint outside it.
+                return None  # noqa: ASYNC104, ASYNC910  # the turn's scope is cancelled and left at once
             raise
         if signal._cause is not None:
             attempt.abandon(None, signal)
