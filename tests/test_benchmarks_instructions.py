@@ -37,20 +37,27 @@ print(json.dumps([[r.metric, r.samples, r.detail, r.status] for r in rows]))
 """
 
 
+def _python(
+    script: str, *args: str, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``python -c script args...`` in the checkout, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=600,
+    )
+
+
 def test_instruction_ratios_come_from_counted_runs(tmp_path: Path) -> None:
     fake = tmp_path / "valgrind"
     fake.write_text(FAKE_VALGRIND.format(python=sys.executable), encoding="utf-8")
     fake.chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
+    done = _python(SCRIPT, env=env)
     rows = json.loads(done.stdout.splitlines()[-1])
     assert [metric.split(":")[0] for metric, *_ in rows] == [
         "W1",
@@ -101,15 +108,7 @@ def test_ir_compare_counts_both_checkouts_without_the_collector(
     fake.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     env.pop("PYTHONPATH", None)
-    done = subprocess.run(
-        [sys.executable, "-c", COMPARE, str(other)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
+    done = _python(COMPARE, str(other), env=env)
     lines = done.stdout.splitlines()
     assert lines[0].endswith("garbage collector off")
     assert lines[2].split() == ["W1", "1,000", "800", "+25.00%"]
@@ -121,12 +120,6 @@ def test_ir_compare_counts_both_checkouts_without_the_collector(
 
 
 def test_ir_compare_names_a_bad_checkout(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", COMPARE, str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _python(COMPARE, str(tmp_path), check=False)
     assert done.returncode == 2
     assert f"{tmp_path} holds no dsh_trio package" in done.stderr
