@@ -12,6 +12,7 @@ import trio
 from ..errors import LlmError, PersistenceError
 from ..llm import error_chain
 from ..values import (
+    CANCEL_CAUSES,
     Aborted,
     CallConfig,
     CancelCause,
@@ -69,10 +70,8 @@ _step_end = builder(StepEnd)
 _aborted = builder(Aborted)
 
 
-#: The cause classes ``turn/end`` records as they are.
-_PLAIN_CAUSES: Final = frozenset(
-    {HookCancel, UserCancel, ParentCancel, DisposedCancel, LegacyCancel}
-)
+#: The cause classes ``turn/end`` records as they are: the library's own.
+_PLAIN_CAUSES: Final = frozenset(CANCEL_CAUSES.values())
 
 
 def _plain_cause(cause: CancelCause) -> CancelCause:
