@@ -21,6 +21,7 @@ import trio.testing
 import dsh_trio as dsh
 from dsh_trio.events import AssistantStream, StreamChunkFrame
 from dsh_trio.llm import ModelRequest
+from dsh_trio.loop._attempt import Attempts
 from dsh_trio.testing import ScriptedModel, reply, tool_calls
 
 from .conftest import Tracer
@@ -287,3 +288,71 @@ async def test_an_outer_cancel_issued_with_the_agents_own_still_reaches_its_scop
     assert [(e.turn, e.reason) for e in ends] == [(1, dsh.Aborted(dsh.UserCancel()))]
     (data,) = [e.data for e in events if e.type == "assistant/message"]
     assert data.message.content == (dsh.TextBlock("hel"),)
+
+
+@pytest.fixture
+def attempt_outcomes(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """What each ``Attempts.run`` of the test returned, or the type it raised."""
+    outcomes: list[object] = []
+    run = Attempts.run
+
+    async def recorded(self: Attempts, *args: Any) -> Any:
+        try:
+            outcome = await run(self, *args)
+        except BaseException as exc:
+            outcomes.append(type(exc))
+            raise
+        outcomes.append(outcome)
+        return outcome
+
+    monkeypatch.setattr(Attempts, "run", recorded)
+    return outcomes
+
+
+async def test_an_outer_cancel_alone_unwinds_through_the_attempt(
+    attempt_outcomes: list[object],
+) -> None:
+    """A ``Cancelled`` that reaches a parked stream while the turn itself was not
+    cancelled (a scope around the runtime) is not the turn's to end: the attempt
+    raises it instead of returning as a cancelled attempt does, and the turn ends
+    once, as a disposal, with the prefix kept."""
+    adapter = Adapter(park_after=4)
+    sessions: list[dsh.Session] = []
+    with trio.CancelScope() as outer:
+        async with dsh.open_runtime(models={"p": adapter}) as runtime:
+            handle = await runtime.agents.create("a", options=OPTIONS)
+            agent = handle.agent
+            sessions.append(agent.session)
+            agent.followup(dsh.user_message("hi"))
+            await trio.testing.wait_all_tasks_blocked()
+            outer.cancel()
+            await trio.sleep_forever()  # the outer cancel arrives here
+    assert outer.cancelled_caught
+    assert adapter.exits == [trio.Cancelled]
+    assert attempt_outcomes == [trio.Cancelled]
+    events = list(sessions[0].events)
+    assert [e.type for e in events].count("step/start") == 1
+    ends = [e.data for e in events if e.type == "turn/end"]
+    assert [(e.turn, e.reason) for e in ends] == [
+        (1, dsh.Aborted(dsh.DisposedCancel()))
+    ]
+    (data,) = [e.data for e in events if e.type == "assistant/message"]
+    assert data.message.content == (dsh.TextBlock("hel"),)
+
+
+async def test_the_turns_own_cancel_ends_the_attempt_without_raising(
+    attempt_outcomes: list[object],
+) -> None:
+    """The counterpart: the turn's own cancel at a parked stream ends the attempt
+    with ``None`` (its prefix settled), so no ``Cancelled`` leaves it."""
+    adapter = Adapter(park_after=4)
+    async with dsh.open_runtime(models={"p": adapter}) as runtime:
+        handle = await runtime.agents.create("a", options=OPTIONS)
+        agent = handle.agent
+        agent.followup(dsh.user_message("hi"))
+        await trio.testing.wait_all_tasks_blocked()
+        agent.cancel(dsh.UserCancel())
+        await agent.when_idle()
+        await handle.dispose()
+    assert adapter.exits == [trio.Cancelled]
+    assert attempt_outcomes == [None]
