@@ -263,12 +263,11 @@ async def test_a_parked_cancel_ends_at_the_attempt_without_unwinding_the_driver(
     assert events[-1].data.reason == dsh.Aborted(dsh.UserCancel())
 
 
-async def test_an_outer_cancel_issued_with_the_agents_own_still_reaches_its_scope() -> (
-    None
-):
-    """Ending the attempt on the turn's own cancel does not swallow a cancel of a scope
-    around the runtime issued at the same time."""
-    adapter = Adapter(park_after=4)
+async def _cancel_around_runtime(
+    adapter: Adapter, cause: dsh.CancelCause | None
+) -> list[dsh.SessionEvent]:
+    """Park a turn's stream, cancel a scope around the runtime (after cancelling the
+    agent with ``cause``, if given) and return the agent's events once it unwound."""
     sessions: list[dsh.Session] = []
     with trio.CancelScope() as outer:
         async with dsh.open_runtime(models={"p": adapter}) as runtime:
@@ -277,12 +276,22 @@ async def test_an_outer_cancel_issued_with_the_agents_own_still_reaches_its_scop
             sessions.append(agent.session)
             agent.followup(dsh.user_message("hi"))
             await trio.testing.wait_all_tasks_blocked()
-            agent.cancel(dsh.UserCancel())
+            if cause is not None:
+                agent.cancel(cause)
             outer.cancel()
             await trio.sleep_forever()  # the outer cancel arrives here
     assert outer.cancelled_caught
+    return list(sessions[0].events)
+
+
+async def test_an_outer_cancel_issued_with_the_agents_own_still_reaches_its_scope() -> (
+    None
+):
+    """Ending the attempt on the turn's own cancel does not swallow a cancel of a scope
+    around the runtime issued at the same time."""
+    adapter = Adapter(park_after=4)
+    events = await _cancel_around_runtime(adapter, dsh.UserCancel())
     assert adapter.exits == [trio.Cancelled]
-    events = list(sessions[0].events)
     # The turn ended once, with the first cause, its prefix kept.
     ends = [e.data for e in events if e.type == "turn/end"]
     assert [(e.turn, e.reason) for e in ends] == [(1, dsh.Aborted(dsh.UserCancel()))]
@@ -317,20 +326,9 @@ async def test_an_outer_cancel_alone_unwinds_through_the_attempt(
     raises it instead of returning as a cancelled attempt does, and the turn ends
     once, as a disposal, with the prefix kept."""
     adapter = Adapter(park_after=4)
-    sessions: list[dsh.Session] = []
-    with trio.CancelScope() as outer:
-        async with dsh.open_runtime(models={"p": adapter}) as runtime:
-            handle = await runtime.agents.create("a", options=OPTIONS)
-            agent = handle.agent
-            sessions.append(agent.session)
-            agent.followup(dsh.user_message("hi"))
-            await trio.testing.wait_all_tasks_blocked()
-            outer.cancel()
-            await trio.sleep_forever()  # the outer cancel arrives here
-    assert outer.cancelled_caught
+    events = await _cancel_around_runtime(adapter, None)
     assert adapter.exits == [trio.Cancelled]
     assert attempt_outcomes == [trio.Cancelled]
-    events = list(sessions[0].events)
     assert [e.type for e in events].count("step/start") == 1
     ends = [e.data for e in events if e.type == "turn/end"]
     assert [(e.turn, e.reason) for e in ends] == [
