@@ -9,7 +9,7 @@ at every byte offset, and one byte at a time; the adapter must yield the same ch
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +25,12 @@ from dsh_trio.llm._openai_errors import stream_failure
 from dsh_trio.llm._openai_request import request_body
 from dsh_trio.llm._types import ModelRequest
 from dsh_trio.values import (
-    AssistantMessage,
     AssistantMessageData,
     BlockEnd,
     BlockStart,
     Finish,
     FinishReason,
     LlmFailure,
-    MessageId,
-    ModelSource,
     ReasoningBlock,
     ReasoningDelta,
     SessionId,
@@ -42,16 +39,13 @@ from dsh_trio.values import (
     TextDelta,
     ToolCallBlock,
     ToolCallDelta,
-    ToolSource,
     TurnEnd,
     Usage,
-    UserMessage,
     user_message,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SECRET = "sk-provider-DO-NOT-LEAK-0123456789"
-DEEPSEEK = "https://api.deepseek.com"
 OTHER = "https://llm.test/v1"
 
 
@@ -163,152 +157,6 @@ async def test_deepseek_reasoner_tool_call_stream() -> None:
     ]
 
 
-@dsh.tool
-async def get_weather(ctx: dsh.ToolContext, city: str) -> str:
-    """The weather in a city."""
-    await trio.lowlevel.checkpoint()
-    return f"sunny in {city}"
-
-
-def deepseek_server() -> tuple[Callable[[httpx.Request], httpx.Response], list[Any]]:
-    """Two turns of thinking mode, each a tool call and then an answer."""
-    bodies = [
-        fixture("deepseek_reasoner_tool_call"),
-        fixture("deepseek_reasoner_answer"),
-        fixture("deepseek_reasoner_tool_call")
-        .replace(b"call_00_w1", b"call_00_w2")
-        .replace(b"I should call", b"Again, call"),
-        fixture("deepseek_reasoner_answer"),
-    ]
-    seen: list[Any] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(json.loads(request.content))
-        return httpx.Response(200, content=bodies[len(seen) - 1])
-
-    return handler, seen
-
-
-def assistants(body: Any) -> list[dict[str, Any]]:
-    return [m for m in body["messages"] if m["role"] == "assistant"]
-
-
-async def test_deepseek_thinking_mode_tool_round_trip_passes_reasoning_back() -> None:
-    handler, seen = deepseek_server()
-    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-        adapter = OpenAICompatibleAdapter(DEEPSEEK, api_key=SECRET, client=client)
-        async with dsh.open_runtime(
-            models={"deepseek": adapter}, tools=[get_weather]
-        ) as runtime:
-            async with runtime.agents.open(
-                options=dsh.AgentOptions(provider="deepseek", model="deepseek-reasoner")
-            ) as agent:
-                for text in ("weather?", "and now?"):
-                    agent.followup(dsh.user_message(text))
-                    await agent.when_idle()
-                ends = [
-                    e.data for e in agent.session.events if isinstance(e.data, TurnEnd)
-                ]
-    assert ends == [TurnEnd(1, dsh.Completed()), TurnEnd(2, dsh.Completed())]
-    assert len(seen) == 4
-    first_thought = "The user wants the weather. I should call get_weather."
-    second_thought = "The user wants the weather. Again, call get_weather."
-    # Turn 1, after the tool call: its reasoning goes back with the tool call.
-    (call,) = assistants(seen[1])
-    assert call["tool_calls"][0]["id"] == "call_00_w1"
-    assert call["reasoning_content"] == first_thought
-    # Turn 2 opens: turn 1's reasoning is dropped, and the answer never carries any.
-    assert all("reasoning_content" not in m for m in assistants(seen[2]))
-    # Turn 2, after its tool call: only this turn's call carries reasoning.
-    old_call, old_answer, new_call = assistants(seen[3])
-    assert "reasoning_content" not in old_call
-    assert "reasoning_content" not in old_answer
-    assert new_call["tool_calls"][0]["id"] == "call_00_w2"
-    assert new_call["reasoning_content"] == second_thought
-    # The tool result sits between the call and the next request's end.
-    assert seen[3]["messages"][-1]["role"] == "tool"
-
-
-def history(*, plugin_note: bool = False) -> tuple[Any, ...]:
-    source = ModelSource("deepseek", "deepseek-reasoner")
-
-    def call(n: int) -> AssistantMessage:
-        return AssistantMessage(
-            MessageId(f"a{n}"),
-            (
-                ReasoningBlock("think "),
-                ReasoningBlock(f"{n}"),
-                TextBlock("calling"),
-                ToolCallBlock(f"c{n}", "f", "{}"),
-            ),
-            source,
-        )
-
-    def result(n: int) -> UserMessage:
-        return dsh.user_message("ok", source=ToolSource(f"c{n}"))
-
-    return (
-        user_message("one"),
-        call(1),
-        result(1),
-        AssistantMessage(
-            MessageId("a1x"), (ReasoningBlock("r"), TextBlock("done")), source
-        ),
-        user_message("two"),
-        call(2),
-        result(2),
-        call(3),
-        result(3),
-    )
-
-
-@pytest.mark.parametrize(
-    ("url", "passback", "sent"),
-    [
-        (DEEPSEEK, None, True),
-        ("https://api.deepseek.com/v1", None, True),
-        (DEEPSEEK, False, False),
-        (OTHER, None, False),
-        (OTHER, True, True),
-        ("https://notdeepseek.com", None, False),
-    ],
-)
-async def test_reasoning_passback_is_per_provider_and_per_turn(
-    url: str, passback: bool | None, sent: bool
-) -> None:
-    seen: list[Any] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(json.loads(request.content))
-        return httpx.Response(200, content=fixture("deepseek_reasoner_answer"))
-
-    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-        adapter = OpenAICompatibleAdapter(
-            url, client=client, reasoning_passback=passback
-        )
-        async for _ in adapter.stream(make_request(messages=history())):
-            pass
-    passed = {m.get("reasoning_content") for m in assistants(seen[0])}
-    if sent:
-        # Only the current turn's tool-call messages (a2, a3), never a1 or a1x.
-        got = [m.get("reasoning_content") for m in assistants(seen[0])]
-        assert got == [None, None, "think 2", "think 3"]
-    else:
-        assert passed == {None}
-
-
-def test_a_plugin_or_tool_result_message_does_not_open_a_turn() -> None:
-    messages = (
-        *history()[:2],
-        dsh.user_message(
-            (dsh.ToolResultBlock("c1", (TextBlock("ok"),)),),
-        ),
-    )
-    body = request_body(make_request(messages=messages), reasoning_passback=True)
-    (call,) = assistants(body)
-    assert call["reasoning_content"] == "think 1"
-
-
 # ------------------------------------------------------------------ max_tokens_field
 
 
@@ -341,11 +189,6 @@ async def test_max_tokens_field_reaches_the_wire() -> None:
 def test_max_tokens_field_must_be_a_field_name(bad: Any) -> None:
     with pytest.raises(ValueError, match="max_tokens_field"):
         OpenAICompatibleAdapter(OTHER, max_tokens_field=bad)
-
-
-def test_reasoning_passback_must_be_a_bool_or_none() -> None:
-    with pytest.raises(ValueError, match="reasoning_passback"):
-        OpenAICompatibleAdapter(OTHER, reasoning_passback="yes")  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ OpenAI refusal

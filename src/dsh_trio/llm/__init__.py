@@ -13,6 +13,7 @@ from ..values import (
     Usage as Usage,
 )
 from ._assembler import BlockAssembler as BlockAssembler
+from ._deepseek import check_deepseek_model as check_deepseek_model
 from ._openai import OpenAICompatibleAdapter as OpenAICompatibleAdapter
 from ._registry import ModelRegistry as ModelRegistry, RetryPolicy as RetryPolicy
 from ._runtime import (
@@ -41,4 +42,5 @@ __all__ = [
     "stream_model",
     "error_chain",
     "OpenAICompatibleAdapter",
+    "check_deepseek_model",
 ]

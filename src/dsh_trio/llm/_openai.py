@@ -27,6 +27,7 @@ import trio
 
 from ..errors import LlmError
 from ..values import LlmFailure, StreamChunk
+from ._deepseek import check_deepseek_model, is_deepseek_url
 from ._openai_errors import REDACTED, http_error, transport_error
 from ._openai_request import request_body
 from ._openai_sse import Translator
@@ -40,15 +41,6 @@ _DEFAULT_IDLE_TIMEOUT_S: Final = 300.0
 _DRAIN_SECONDS: Final = 1.0
 
 _logger = logging.getLogger("dsh_trio")
-
-
-def _is_deepseek(base_url: str) -> bool:
-    """Whether ``base_url`` is DeepSeek's own API (``api.deepseek.com``)."""
-    try:
-        host = httpx.URL(base_url).host.lower()
-    except (httpx.InvalidURL, TypeError, ValueError):
-        return False
-    return host == "deepseek.com" or host.endswith(".deepseek.com")
 
 
 def _seconds(name: str, value: object) -> float | None:
@@ -97,13 +89,35 @@ class OpenAICompatibleAdapter:
     ``image_url`` parts when their attachment has a ``url`` or inline ``data`` +
     ``mediaType``, else a placeholder text.
 
+    DeepSeek (its API documentation as of late 2026): the models are
+    ``deepseek-flash`` (served by DeepSeek-V4.1-Flash), ``deepseek-v4-pro``, and
+    ``deepseek-v4-flash``, the older name still served by V4.1 Flash. Thinking is on
+    by default (effort ``high``). ``ModelRequest.thinking`` (from
+    ``AgentOptions.thinking``) switches it: ``True`` sends ``"thinking": {"type":
+    "enabled"}``, ``False`` sends ``{"type": "disabled"}``, ``None`` sends nothing
+    and leaves DeepSeek's default (``thinking_switch``, below, says which servers get
+    the field). ``reasoning_effort`` is passed through as given; DeepSeek knows
+    ``low``, ``high`` and ``max`` and maps the others: ``minimal`` and ``low`` to
+    ``low``, ``medium``, ``high`` and ``xhigh`` to ``high``, ``max`` and ``ultra``
+    to ``max``. In thinking mode DeepSeek ignores ``temperature``,
+    ``presence_penalty`` and ``frequency_penalty``. An assistant message that made
+    tool calls must carry its ``reasoning_content`` in every later request, or
+    DeepSeek answers 400 ("The reasoning_content in the thinking mode must be
+    passed back to the API"); that is what ``reasoning_passback`` does. The retired
+    names ``deepseek-chat`` and ``deepseek-reasoner`` (aliases of V4 Flash with
+    thinking off and on, retired on 2026-07-24) are refused on DeepSeek's API before
+    anything is sent: :meth:`stream` raises ``LlmError`` ``INVALID_REQUEST`` naming
+    the replacement, ``deepseek-flash`` with thinking off or on. Other base URLs
+    (a proxy, vLLM) get whatever model name they are asked for.
+
     Providers whose stream shapes are replayed in the tests
     (``tests/llm/fixtures/``), and their quirks:
 
     ============  ====================================================================
     DeepSeek      ``reasoning_content`` deltas; usage in a last chunk with empty
                   ``choices`` (``prompt_cache_hit_tokens``); thinking mode needs the
-                  reasoning passed back (``reasoning_passback``, on by default)
+                  reasoning of tool calls passed back (``reasoning_passback``, on
+                  by default); ``thinking`` switch (``thinking_switch``)
     OpenAI        ``refusal`` deltas; ``max_completion_tokens`` for newer models
                   (``max_tokens_field``); usage chunk with ``choices: []``
     OpenRouter    ``reasoning`` deltas; ``: OPENROUTER PROCESSING`` comments; error
@@ -160,18 +174,26 @@ class OpenAICompatibleAdapter:
             (``"max_completion_tokens"`` for OpenAI's newer models, which refuse
             ``max_tokens``).
         reasoning_passback: send the assistant's reasoning back as
-            ``reasoning_content`` on the assistant messages that carry tool calls
-            within the current user turn (never for earlier turns), as DeepSeek's
-            thinking mode requires. ``None`` (the default) turns it on for
-            DeepSeek's own API (a ``*.deepseek.com`` URL) only; pass ``True`` for
-            a proxy in front of DeepSeek. Servers that refuse unknown message
-            fields (Groq, Mistral) need it off.
+            ``reasoning_content`` on every assistant message that carries tool
+            calls, in all later requests (across user turns, resumes and forks), as
+            DeepSeek's thinking mode requires; assistant messages without tool
+            calls never carry it. ``None`` (the default) turns it on for DeepSeek's
+            own API (a ``*.deepseek.com`` URL) only; pass ``True`` for a proxy in
+            front of DeepSeek. Servers that refuse unknown message fields (Groq,
+            Mistral) need it off. When a server answers 400 about a missing
+            ``reasoning_content``, the failure's message names this option.
+        thinking_switch: send ``ModelRequest.thinking`` as DeepSeek's
+            ``"thinking": {"type": "enabled" | "disabled"}`` field. ``None`` (the
+            default) turns it on for DeepSeek's own API only; pass ``True`` for a
+            proxy in front of DeepSeek. Off, ``thinking`` is ignored (no other
+            server is known to take that field).
 
     Raises:
         ValueError: ``base_url`` is empty, ``api_key`` is an empty string, a
             timeout is not a positive number of seconds (or ``None``),
             ``max_tokens_field`` is not a non-empty string, or
-            ``reasoning_passback`` is not a bool or ``None``.
+            ``reasoning_passback`` or ``thinking_switch`` is not a bool or
+            ``None``.
     """
 
     _base_url: str
@@ -185,6 +207,7 @@ class OpenAICompatibleAdapter:
     _idle_timeout: float | None
     _max_tokens_field: str
     _reasoning_passback: bool
+    _thinking_switch: bool
 
     def __init__(
         self,
@@ -198,6 +221,7 @@ class OpenAICompatibleAdapter:
         idle_timeout_s: float | None = _DEFAULT_IDLE_TIMEOUT_S,
         max_tokens_field: str = "max_tokens",
         reasoning_passback: bool | None = None,
+        thinking_switch: bool | None = None,
     ) -> None:
         raw_url: object = base_url  # callers may pass anything at runtime
         raw_key: object = api_key
@@ -214,12 +238,16 @@ class OpenAICompatibleAdapter:
                 "OpenAICompatibleAdapter max_tokens_field must be a non-empty field "
                 f"name such as 'max_completion_tokens', got {max_tokens_field!r}"
             )
-        raw_passback: object = reasoning_passback
-        if raw_passback is not None and not isinstance(raw_passback, bool):
-            raise ValueError(
-                "OpenAICompatibleAdapter reasoning_passback must be True, False or "
-                f"None (decided by the server), got {reasoning_passback!r}"
-            )
+        switches: tuple[tuple[str, object], ...] = (
+            ("reasoning_passback", reasoning_passback),
+            ("thinking_switch", thinking_switch),
+        )
+        for name, raw in switches:
+            if raw is not None and not isinstance(raw, bool):
+                raise ValueError(
+                    f"OpenAICompatibleAdapter {name} must be True, False or "
+                    f"None (decided by the server), got {raw!r}"
+                )
         request_timeout = _seconds("request_timeout_s", request_timeout_s)
         idle_timeout = _seconds("idle_timeout_s", idle_timeout_s)
         headers = httpx.Headers(default_headers or {})
@@ -230,8 +258,11 @@ class OpenAICompatibleAdapter:
             timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
         )
         base = base_url.rstrip("/")
+        deepseek = is_deepseek_url(base)
         if reasoning_passback is None:
-            reasoning_passback = _is_deepseek(base)
+            reasoning_passback = deepseek
+        if thinking_switch is None:
+            thinking_switch = deepseek
         self.__attrs_init__(
             base,
             f"{base}/chat/completions",
@@ -244,6 +275,7 @@ class OpenAICompatibleAdapter:
             idle_timeout,
             max_tokens_field,
             reasoning_passback,
+            thinking_switch,
         )
 
     def __repr__(self) -> str:
@@ -282,18 +314,21 @@ class OpenAICompatibleAdapter:
         instance with ``contextlib.aclosing``) if you stop early.
 
         Raises:
-            LlmError: the request could not be built (``INVALID_REQUEST``), the
-                server answered with an HTTP error (``AUTH``, ``RATE_LIMIT``,
+            LlmError: the request could not be built, or names a model DeepSeek
+                retired while ``base_url`` is DeepSeek's (``INVALID_REQUEST``,
+                before anything is sent), the server answered with an HTTP error (``AUTH``, ``RATE_LIMIT``,
                 ``QUOTA``, ``CONTEXT_WINDOW_EXCEEDED``, ``INVALID_REQUEST``,
                 ``SERVER``), the connection failed or timed out (``TRANSPORT``,
                 ``TIMEOUT``; also when ``request_timeout_s`` or ``idle_timeout_s``
                 ran out), or the stream was malformed (``MALFORMED_RESPONSE``) or
                 cut short (``TRANSPORT``).
         """
+        check_deepseek_model(self._base_url, request.model)
         body = request_body(
             request,
             max_tokens_field=self._max_tokens_field,
             reasoning_passback=self._reasoning_passback,
+            thinking_switch=self._thinking_switch,
         )
         await trio.lowlevel.checkpoint()
         secret = self._api_key
@@ -320,7 +355,12 @@ class OpenAICompatibleAdapter:
                 if opening.cancelled_caught:
                     raise LlmError(self._overdue())
                 if not response.is_success:
-                    raise http_error(response, self._url, secret)
+                    raise http_error(
+                        response,
+                        self._url,
+                        secret,
+                        reasoning_passback=self._reasoning_passback,
+                    )
                 lines = response.aiter_lines()
                 failure: LlmError | None = None
                 try:

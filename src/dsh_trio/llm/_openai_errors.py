@@ -48,6 +48,20 @@ _CONTEXT_OVERFLOW_HINTS: Final = (
 )
 
 
+#: Appended to a refusal that asks for ``reasoning_content`` while passback is off.
+_PASSBACK_OFF_HINT: Final = (
+    " (the server wants the reasoning of earlier tool calls back: pass "
+    "reasoning_passback=True to OpenAICompatibleAdapter, as for a proxy in front of "
+    "DeepSeek)"
+)
+#: ... and while it is on: a tool call in the history has no reasoning to send.
+_PASSBACK_ON_HINT: Final = (
+    " (reasoning_passback is on, but an assistant message with tool calls in the "
+    "history has no reasoning to send back: it was made with thinking off or by "
+    "another model; continue with thinking off, AgentOptions(thinking=False))"
+)
+
+
 def as_str(value: object) -> str | None:
     """A provider JSON field read leniently: anything but a string is absent."""
     return value if isinstance(value, str) else None
@@ -57,8 +71,20 @@ def _overflows_context(lowered: str) -> bool:
     return any(h in lowered for h in _CONTEXT_OVERFLOW_HINTS)
 
 
-def http_error(response: httpx.Response, url: str, secret: str | None) -> LlmError:
-    """Classify a non-success response (its body already read) into a failure code."""
+def http_error(
+    response: httpx.Response,
+    url: str,
+    secret: str | None,
+    *,
+    reasoning_passback: bool = False,
+) -> LlmError:
+    """Classify a non-success response (its body already read) into a failure code.
+
+    A refused request whose message speaks of ``reasoning_content`` (DeepSeek's
+    thinking mode wants the reasoning of earlier tool calls back) gets a hint naming
+    the adapter's ``reasoning_passback`` option, saying what to do whether it was on
+    (``reasoning_passback`` here) or off.
+    """
     status = response.status_code
     message, provider_code = _error_details(response)
     message = clean(message, secret)
@@ -66,6 +92,8 @@ def http_error(response: httpx.Response, url: str, secret: str | None) -> LlmErr
         message = message[:_MAX_ERROR_TEXT] + "..."
     lowered = f"{message} {clean(provider_code or '', secret)}".lower()
     code = _status_code(status, lowered) or "UNKNOWN"
+    if code == "INVALID_REQUEST" and "reasoning_content" in lowered:
+        message += _PASSBACK_ON_HINT if reasoning_passback else _PASSBACK_OFF_HINT
     return LlmError(
         LlmFailure(
             f"HTTP {status} from {url}: {message}",

@@ -4,14 +4,16 @@
 included). History mapping: system, user and assistant text; assistant tool calls as
 ``tool_calls``; tool results (user messages from a :class:`ToolSource`, or
 :class:`ToolResultBlock` content) as ``tool`` messages. Reasoning blocks are not sent
-back (but see ``reasoning_passback`` below). Images become ``image_url`` parts when their attachment has a ``url`` or inline
-``data`` + ``mediaType``, else a placeholder text.
+back (but see ``reasoning_passback`` below). Images become ``image_url`` parts when
+their attachment has a ``url`` or inline ``data`` + ``mediaType``, else a placeholder
+text.
 
 Reasoning goes back only where a provider requires it: with ``reasoning_passback``
-(DeepSeek's thinking mode), an assistant message that carries tool calls within the
-current user turn gets its reasoning as ``reasoning_content``. The current user turn
-starts at the last user message that is not a tool result; earlier turns' reasoning
-is never sent.
+(DeepSeek's thinking mode), every assistant message that carries tool calls gets its
+reasoning as ``reasoning_content``, whichever user turn made it; DeepSeek answers
+400 when one is missing. Assistant messages without tool calls never carry it (the
+server would ignore it). With ``thinking_switch``, ``ModelRequest.thinking`` becomes
+DeepSeek's ``"thinking": {"type": "enabled" | "disabled"}``.
 """
 
 from __future__ import annotations
@@ -48,14 +50,17 @@ def request_body(
     *,
     max_tokens_field: str = "max_tokens",
     reasoning_passback: bool = False,
+    thinking_switch: bool = False,
 ) -> dict[str, JsonValue]:
     """The JSON body of one streamed chat completion for ``request``.
 
     Args:
         request: what to ask.
         max_tokens_field: the body field that carries ``request.max_tokens``.
-        reasoning_passback: send ``reasoning_content`` back on the current user
-            turn's assistant messages that carry tool calls (DeepSeek thinking mode).
+        reasoning_passback: send ``reasoning_content`` back on every assistant
+            message that carries tool calls (DeepSeek thinking mode).
+        thinking_switch: send ``request.thinking`` (when not ``None``) as
+            ``"thinking": {"type": "enabled" | "disabled"}`` (DeepSeek).
 
     Raises:
         LlmError: a tool schema has no usable name (``INVALID_REQUEST``).
@@ -78,6 +83,8 @@ def request_body(
         body["stop"] = list(request.stop)
     if request.reasoning_effort is not None:
         body["reasoning_effort"] = request.reasoning_effort
+    if thinking_switch and request.thinking is not None:
+        body["thinking"] = {"type": "enabled" if request.thinking else "disabled"}
     return body
 
 
@@ -155,30 +162,12 @@ def _tool_message(call_id: str, blocks: tuple[ContentBlock, ...]) -> JsonValue:
     }
 
 
-def _is_tool_result(message: UserMessage) -> bool:
-    if isinstance(message.source, ToolSource):
-        return True
-    return bool(message.content) and all(
-        isinstance(b, ToolResultBlock) for b in message.content
-    )
-
-
-def _turn_start(messages: Sequence[Message]) -> int:
-    """The index of the message that opens the current user turn (0 if none does)."""
-    for n in range(len(messages) - 1, -1, -1):
-        message = messages[n]
-        if isinstance(message, UserMessage) and not _is_tool_result(message):
-            return n
-    return 0
-
-
 def _wire_messages(
     messages: Sequence[Message], reasoning_passback: bool = False
 ) -> list[JsonValue]:
     """dsh messages → chat messages (reasoning only as ``reasoning_passback`` says)."""
-    turn_start = _turn_start(messages) if reasoning_passback else len(messages)
     wire: list[JsonValue] = []
-    for n, message in enumerate(messages):
+    for message in messages:
         if isinstance(message, SystemMessage):
             wire.append({"role": "system", "content": _text(message.content)})
         elif isinstance(message, AssistantMessage):
@@ -196,7 +185,7 @@ def _wire_messages(
             entry: dict[str, JsonValue] = {"role": "assistant", "content": text}
             if calls:
                 entry["tool_calls"] = calls
-                if n >= turn_start:
+                if reasoning_passback:
                     reasoning = [
                         b.text for b in message.content if isinstance(b, ReasoningBlock)
                     ]

@@ -18,7 +18,10 @@ class ModelRequest:
 
     ``messages`` is the history derived from the session log (system, user, assistant
     and tool-result messages, in surface order); ``tools`` the JSON tool schemas
-    (``{"name", "description", "parameters"}``).
+    (``{"name", "description", "parameters"}``). ``thinking`` (from
+    ``AgentOptions.thinking``) switches the model's thinking on (``True``) or off
+    (``False``) where the adapter knows how (DeepSeek's ``thinking`` field);
+    ``None`` leaves the provider's default.
     """
 
     provider: str
@@ -30,6 +33,7 @@ class ModelRequest:
     temperature: float | None = None
     stop: tuple[str, ...] | None = None
     session_id: SessionId
+    thinking: bool | None = None
 
 
 class ModelAdapter(Protocol):

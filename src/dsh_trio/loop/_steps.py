@@ -214,4 +214,5 @@ class StepRequests:
             config.temperature,
             config.stop,
             self._agent.id,
+            self._agent.options.thinking,
         )

@@ -188,13 +188,35 @@ def _check_optional_str(
         )
 
 
+def _check_optional_bool(
+    _inst: object, attr: attrs.Attribute[bool | None], value: bool | None
+) -> None:
+    raw: object = value  # callers may pass anything at runtime
+    if raw is not None and not isinstance(raw, bool):
+        raise TypeError(
+            f"AgentOptions.{attr.name} must be True, False or None, got "
+            f"{type(raw).__name__} {raw!r}"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class AgentOptions:
     """Per-agent model route and limits.
 
+    ``thinking`` switches the model's thinking on (``True``) or off (``False``) in
+    every request of the agent; ``None`` (the default) sends no switch and leaves the
+    provider's default. It reaches the adapter as ``ModelRequest.thinking``; the
+    OpenAI-compatible adapter sends it to DeepSeek as ``"thinking": {"type":
+    "enabled" | "disabled"}`` and other servers ignore it. It is not written to the
+    session log: pass it again when resuming.
+
+    Example::
+
+        options = AgentOptions(provider="deepseek", model="deepseek-flash", thinking=False)
+
     Raises:
         TypeError: ``provider``, ``model`` or ``reasoning_effort`` is neither a
-            ``str`` nor ``None``.
+            ``str`` nor ``None``, or ``thinking`` is neither a ``bool`` nor ``None``.
         ValueError: ``max_tokens`` is not a positive ``int`` (bools and floats too).
     """
 
@@ -204,6 +226,7 @@ class AgentOptions:
         default=None, validator=_check_optional_str
     )
     max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
+    thinking: bool | None = attrs.field(default=None, validator=_check_optional_bool)
 
 
 @attrs.frozen(kw_only=True)
