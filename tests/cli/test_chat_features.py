@@ -133,7 +133,7 @@ def test_models_lists_the_known_providers(
     out = capsys.readouterr().out
     assert re.search(r"^offline\s+offline-demo\s", out, re.M)
     assert re.search(
-        r"^deepseek\s+deepseek-chat\s+https://api.deepseek.com\s+DEEPSEEK_API_KEY \(set\)$",
+        r"^deepseek\s+deepseek-flash\s+https://api.deepseek.com\s+DEEPSEEK_API_KEY \(set\)$",
         out,
         re.M,
     )
@@ -147,9 +147,9 @@ def test_the_route_round_trips_through_the_origin() -> None:
     assert Route.from_origin("something else") is None
     assert Route.from_origin(None) is None
     assert Route.from_origin("dsh-trio chat --bogus x") is None
-    stored = Route(provider="deepseek", model="deepseek-chat")
-    assert Route(model="deepseek-reasoner").over(stored) == Route(
-        provider="deepseek", model="deepseek-reasoner"
+    stored = Route(provider="deepseek", model="deepseek-flash")
+    assert Route(model="deepseek-v4-pro").over(stored) == Route(
+        provider="deepseek", model="deepseek-v4-pro"
     )
     assert Route(provider="offline").over(stored) == Route(provider="offline")
     assert Route().over(None) == Route()

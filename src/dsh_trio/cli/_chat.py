@@ -81,9 +81,10 @@ next step. Ctrl-C while a reply is streaming cancels that turn; the session goes
 Start a line with // to send a message that begins with /.
 
 Model: {label}.
-Connect a real model with --provider deepseek --model deepseek-chat (reads
-DEEPSEEK_API_KEY), or --base-url URL --model NAME for any OpenAI-compatible server
-(--api-key-env VAR names the variable holding its key)."""
+Connect a real model with --provider deepseek (deepseek-flash; reads
+DEEPSEEK_API_KEY; --no-thinking for answers without thinking), or --base-url URL
+--model NAME for any OpenAI-compatible server (--api-key-env VAR names the variable
+holding its key); dsh-trio models lists the known models."""
 
 
 @attrs.define(eq=False)
@@ -389,7 +390,8 @@ async def run_chat(
     before the resume hint is printed and durable when this returns. With
     ``handle_signals`` (main thread only), Ctrl-C cancels a running reply, and SIGTERM
     or SIGHUP cancel it and end the chat cleanly (see :meth:`ChatApp.terminate`).
-    A new session records ``choice.route`` in its header (``origin``). With
+    A new session records ``choice.route`` in its header (``origin``), the
+    thinking switch too; the agent gets ``choice.thinking``. With
     ``line_editing`` (a terminal on both ends) lines are read with GNU readline
     (editing, and a history kept in ``session_dir``), where Ctrl-C is a key: it
     clears a typed line, cancels a running reply, and quits when pressed twice.
@@ -398,7 +400,9 @@ async def run_chat(
         ``0``; ``1`` when the session cannot be resumed or the last turn failed.
     """
     persistence = JsonlPersistence(session_dir)
-    options = AgentOptions(provider=choice.provider, model=choice.model)
+    options = AgentOptions(
+        provider=choice.provider, model=choice.model, thinking=choice.thinking
+    )
     async with contextlib.AsyncExitStack() as stack:
         aclose = getattr(choice.adapter, "aclose", None)
         if aclose is not None:

@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ..llm import ModelAdapter, OpenAICompatibleAdapter
+from ..errors import LlmError
+from ..llm import ModelAdapter, OpenAICompatibleAdapter, check_deepseek_model
 from ._offline import OFFLINE_MODEL, OFFLINE_PROVIDER, OfflineModel
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Preset",
     "Route",
     "UsageError",
+    "check_model_name",
     "check_session_dir",
     "offline_choice",
     "resolve_model",
@@ -46,7 +48,11 @@ class UsageError(Exception):
 
 @attrs.frozen(kw_only=True)
 class Preset:
-    """A known OpenAI-compatible provider: its endpoint, key variable and default model."""
+    """A known OpenAI-compatible provider: its endpoint, key variable and default model.
+
+    ``models`` lists the model names ``dsh-trio models`` shows for it, each with a
+    note, and ``notes`` the lines it prints below them.
+    """
 
     base_url: str
     api_key_env: str | None
@@ -54,14 +60,28 @@ class Preset:
     #: The request field that carries the token limit (OpenAI's newer models
     #: take ``max_completion_tokens`` only).
     max_tokens_field: str = "max_tokens"
+    models: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 #: Providers usable with ``--provider NAME`` alone (``--base-url`` overrides the URL).
+#: DeepSeek's names are those of its API documentation (late 2026); it retired
+#: ``deepseek-chat`` and ``deepseek-reasoner`` on 2026-07-24.
 PRESETS: Final[Mapping[str, Preset]] = {
     "deepseek": Preset(
         base_url="https://api.deepseek.com",
         api_key_env="DEEPSEEK_API_KEY",
-        default_model="deepseek-chat",
+        default_model="deepseek-flash",
+        models=(
+            ("deepseek-flash", "the default; served by DeepSeek-V4.1-Flash"),
+            ("deepseek-v4-pro", "DeepSeek-V4-Pro"),
+            ("deepseek-v4-flash", "the older name, still served (by V4.1-Flash)"),
+        ),
+        notes=(
+            "thinking is on by default; --no-thinking turns it off",
+            "retired on 2026-07-24: deepseek-chat (now deepseek-flash --no-thinking), "
+            "deepseek-reasoner (now deepseek-flash --thinking)",
+        ),
     ),
     "openai": Preset(
         base_url="https://api.openai.com/v1",
@@ -75,16 +95,19 @@ PRESETS: Final[Mapping[str, Preset]] = {
 @attrs.frozen(kw_only=True)
 class Route:
     """The model flags of a chat (``--provider``, ``--model``, ``--base-url``,
-    ``--api-key-env``) as given; ``None`` where a flag was not given.
+    ``--api-key-env``, ``--thinking`` / ``--no-thinking``) as given; ``None`` where a
+    flag was not given.
 
     A chat stores its route in the session header (as the ``origin`` command line),
-    so ``--resume`` continues on the same model. The API key itself is never stored.
+    so ``--resume`` continues on the same model, with the same thinking switch. The
+    API key itself is never stored.
     """
 
     provider: str | None = None
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
+    thinking: bool | None = None
 
     def flags(self) -> list[str]:
         """The route as command-line arguments (only the flags that were given)."""
@@ -97,6 +120,8 @@ class Route:
         ):
             if value is not None:
                 out += [flag, value]
+        if self.thinking is not None:
+            out.append("--thinking" if self.thinking else "--no-thinking")
         return out
 
     def origin(self) -> str:
@@ -117,6 +142,7 @@ class Route:
         parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
         for flag in ("--provider", "--model", "--base-url", "--api-key-env"):
             parser.add_argument(flag)
+        parser.add_argument("--thinking", action=argparse.BooleanOptionalAction)
         try:
             known, rest = parser.parse_known_args(words[2:])
         except (argparse.ArgumentError, SystemExit):
@@ -128,13 +154,15 @@ class Route:
             model=known.model,
             base_url=known.base_url,
             api_key_env=known.api_key_env,
+            thinking=known.thinking,
         )
 
     def over(self, stored: Route | None) -> Route:
         """These flags applied over a ``stored`` route (the resumed session's).
 
         ``--provider`` or ``--base-url`` name a new route: the stored one is ignored.
-        ``--model`` or ``--api-key-env`` alone replace that part of the stored route.
+        ``--model``, ``--api-key-env`` or ``--thinking`` / ``--no-thinking`` alone
+        replace that part of the stored route.
         """
         if stored is None or self.provider is not None or self.base_url is not None:
             return self
@@ -144,6 +172,7 @@ class Route:
             api_key_env=(
                 self.api_key_env if self.api_key_env is not None else stored.api_key_env
             ),
+            thinking=self.thinking if self.thinking is not None else stored.thinking,
         )
 
 
@@ -151,7 +180,8 @@ class Route:
 class ModelChoice:
     """The provider name, model and adapter a chat uses, and how to describe them.
 
-    ``route`` holds the flags that select it (recorded in the session header).
+    ``route`` holds the flags that select it (recorded in the session header);
+    ``thinking`` is its thinking switch (``AgentOptions.thinking``).
     """
 
     provider: str
@@ -159,6 +189,7 @@ class ModelChoice:
     adapter: ModelAdapter
     label: str
     route: Route = Route()
+    thinking: bool | None = None
 
 
 def resolve_session_dir(flag: str | None, environ: Mapping[str, str]) -> str:
@@ -206,6 +237,21 @@ def offline_choice(*, chunk_delay: float = 0.0) -> ModelChoice:
     )
 
 
+def check_model_name(base_url: str, model: str) -> None:
+    """Refuse a model name the server at ``base_url`` no longer serves.
+
+    DeepSeek's API refuses its retired ``deepseek-chat`` and ``deepseek-reasoner``;
+    the message names the replacement. Never blocks.
+
+    Raises:
+        UsageError: ``model`` is retired on ``base_url``.
+    """
+    try:
+        check_deepseek_model(base_url, model)
+    except LlmError as exc:
+        raise UsageError(exc.failure.message) from None
+
+
 def _check_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -223,6 +269,7 @@ def resolve_model(
     api_key_env: str | None,
     environ: Mapping[str, str],
     chunk_delay: float = 0.0,
+    thinking: bool | None = None,
 ) -> ModelChoice:
     """Choose the chat's model from the flags.
 
@@ -232,11 +279,14 @@ def resolve_model(
     variable); a missing default key is fine (local servers need none), a missing key
     named by ``--api-key-env`` or required by a preset is an error. ``--provider`` with
     a known name (``deepseek``, ``openai``, ``ollama``) fills in its URL, key variable
-    and default model. Never blocks; the adapter connects on the first request.
+    and default model. ``thinking`` (``--thinking`` / ``--no-thinking``) switches the
+    model's thinking; ``None`` leaves the provider's default. Never blocks; the
+    adapter connects on the first request.
 
     Raises:
         UsageError: the combination is incomplete or inconsistent (the message says
-            what to add).
+            what to add), or the model is one DeepSeek retired (the message names its
+            replacement).
     """
     if provider == OFFLINE_PROVIDER or (provider is None and base_url is None):
         if model is not None and model != OFFLINE_MODEL:
@@ -245,6 +295,11 @@ def resolve_model(
             )
         if api_key_env is not None:
             raise UsageError("--api-key-env needs --provider or --base-url")
+        if thinking is not None:
+            raise UsageError(
+                "--thinking / --no-thinking needs --provider or --base-url: the "
+                "offline demo model does not think"
+            )
         choice = offline_choice(chunk_delay=chunk_delay)
         return attrs.evolve(choice, route=Route(provider=provider, model=model))
     if provider is not None and not provider.strip():
@@ -263,6 +318,7 @@ def resolve_model(
     if not chosen_model:
         needs = f"--provider {provider}" if preset is not None else "--base-url"
         raise UsageError(f"--model is required with {needs}")
+    check_model_name(url, chosen_model)
     key_env = api_key_env or (
         preset.api_key_env if preset is not None else DEFAULT_API_KEY_ENV
     )
@@ -284,11 +340,12 @@ def resolve_model(
         if preset is not None and preset.max_tokens_field != "max_tokens"
         else OpenAICompatibleAdapter(url, api_key=key)
     )
+    switch = "" if thinking is None else f", thinking {'on' if thinking else 'off'}"
     return ModelChoice(
         provider=name,
         model=chosen_model,
         adapter=adapter,
-        label=f"{chosen_model} via {url}",
+        label=f"{chosen_model} via {url}{switch}",
         route=Route(
             provider=provider,
             model=chosen_model,
@@ -296,5 +353,7 @@ def resolve_model(
             if preset is None or base_url != preset.base_url
             else None,
             api_key_env=api_key_env,
+            thinking=thinking,
         ),
+        thinking=thinking,
     )

@@ -55,7 +55,8 @@ Sessions are stored under --session-dir, ${SESSION_DIR_ENV} or {DEFAULT_SESSION_
 
 examples:
   dsh-trio chat                                   # offline demo model, no network
-  dsh-trio chat --provider deepseek --model deepseek-chat
+  dsh-trio chat --provider deepseek                 # deepseek-flash, thinking on
+  dsh-trio chat --provider deepseek --no-thinking   # its answers without thinking
   dsh-trio chat --base-url http://localhost:11434/v1 --model llama3.2
   dsh-trio sessions
   dsh-trio show SESSION_ID
@@ -128,7 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="P",
         help=f"provider name; known: {', '.join(sorted(PRESETS))}, offline",
     )
-    model.add_argument("--model", metavar="M", help="model name, e.g. deepseek-chat")
+    model.add_argument(
+        "--model",
+        metavar="M",
+        help="model name, e.g. deepseek-v4-pro (dsh-trio models lists the known ones)",
+    )
     model.add_argument(
         "--base-url",
         metavar="URL",
@@ -138,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key-env",
         metavar="VAR",
         help="environment variable holding the API key (default: the provider's, else OPENAI_API_KEY)",
+    )
+    model.add_argument(
+        "--thinking",
+        action=argparse.BooleanOptionalAction,
+        help="switch the model's thinking on or off (DeepSeek; default: the "
+        "provider's, on for DeepSeek); kept with the session like --model",
     )
     _add_session_dir(chat)
     chat.add_argument(
@@ -175,7 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     models = commands.add_parser(
         "models",
         help="list the providers and models the chat knows",
-        description="List the providers --provider accepts, their default model, endpoint and key variable.",
+        description=(
+            "List the providers --provider accepts, their default model, endpoint and "
+            "key variable, and the models known for each."
+        ),
     )
     del models
 
@@ -323,6 +337,7 @@ def _chat(args: argparse.Namespace) -> int:
         model=args.model,
         base_url=args.base_url,
         api_key_env=args.api_key_env,
+        thinking=args.thinking,
     )
     resume: str | None = None
     stored: Route | None = None
@@ -342,6 +357,7 @@ def _chat(args: argparse.Namespace) -> int:
         api_key_env=route.api_key_env,
         environ=os.environ,
         chunk_delay=INTERACTIVE_CHUNK_DELAY if interactive and not args.fast else 0.0,
+        thinking=route.thinking,
     )
     hint = f" --session-dir {shlex.quote(args.session_dir)}" if args.session_dir else ""
     hint += store_hint(args)
@@ -383,6 +399,16 @@ def _models(args: argparse.Namespace) -> int:
             + "  "
             + row[3]
         )
+    for name in sorted(PRESETS):
+        models = PRESETS[name].models
+        if not models:
+            continue
+        width = max(len(model) for model, _ in models)
+        print(f"models of {name} (--provider {name} --model M):")
+        for model, note in models:
+            print(f"  {model.ljust(width)}  {note}")
+        for note in PRESETS[name].notes:
+            print(f"  {note}")
     print(
         "any other OpenAI-compatible server: --base-url URL --model NAME "
         f"(key from --api-key-env VAR, default {DEFAULT_API_KEY_ENV})"

@@ -15,7 +15,14 @@ from typing import Final, TextIO
 import trio
 
 from ..composition import DefaultModel, ModelSelection
-from ._config import SESSION_DIR_ENV, Route, UsageError, resolve_session_dir
+from ._config import (
+    PRESETS,
+    SESSION_DIR_ENV,
+    Route,
+    UsageError,
+    check_model_name,
+    resolve_session_dir,
+)
 
 __all__ = [
     "PROFILE_FILE",
@@ -36,7 +43,7 @@ directory (default ~/.dsh/{PROFILE_FILE}); other settings in that file are kept.
 
 examples:
   dsh-trio model
-  dsh-trio model set deepseek deepseek-reasoner --effort high
+  dsh-trio model set deepseek deepseek-v4-pro --effort max
   dsh-trio model set ollama llama3.2"""
 
 
@@ -66,11 +73,12 @@ def add_model_command(
     save.add_argument(
         "provider", metavar="PROVIDER", help="e.g. deepseek, openai, ollama"
     )
-    save.add_argument("model", metavar="MODEL", help="e.g. deepseek-chat")
+    save.add_argument("model", metavar="MODEL", help="e.g. deepseek-flash")
     save.add_argument(
         "--effort",
         metavar="E",
-        help="reasoning effort, e.g. low, medium, high (omitted: the model's default)",
+        help="reasoning effort, e.g. low, medium, high (DeepSeek: low, high, max; "
+        "omitted: the model's default)",
     )
     _add_session_dir(save)
 
@@ -95,7 +103,12 @@ def describe(selection: ModelSelection) -> str:
 
 
 def run_model(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
-    """Run ``dsh-trio model``: print the default, or save one (``set``). Blocking."""
+    """Run ``dsh-trio model``: print the default, or save one (``set``). Blocking.
+
+    Raises:
+        UsageError: ``set`` was given a blank name, or a model the provider's server
+            retired (DeepSeek's ``deepseek-chat``, ``deepseek-reasoner``).
+    """
     out = sys.stdout if out is None else out
     session_dir = resolve_session_dir(getattr(args, "session_dir", None), os.environ)
     path = profile_path(session_dir)
@@ -107,6 +120,9 @@ def run_model(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
             )
         except ValueError as exc:
             raise UsageError(str(exc).replace("ModelSelection.", "")) from None
+        preset = PRESETS.get(selection.provider)
+        if preset is not None:
+            check_model_name(preset.base_url, selection.model)
         trio.run(default.save_selection, selection)
         print(f"default model: {describe(selection)} (saved in {path})", file=out)
         return 0
@@ -126,6 +142,7 @@ def default_route(route: Route, session_dir: str) -> tuple[Route, str | None]:
     """``route``, or the profile's default when no flag names a model; and its effort.
 
     A route with a provider, a base URL or a model is kept as it is (effort ``None``).
+    The profile's route keeps ``route``'s key variable and thinking switch.
     """
     if (
         route.provider is not None
@@ -140,5 +157,6 @@ def default_route(route: Route, session_dir: str) -> tuple[Route, str | None]:
         provider=selection.provider,
         model=selection.model,
         api_key_env=route.api_key_env,
+        thinking=route.thinking,
     )
     return chosen, selection.reasoning_effort

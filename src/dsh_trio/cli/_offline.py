@@ -46,7 +46,7 @@ _HOW_TO_CONNECT: Final = (
     "I am the offline demo model built into dsh-trio: I run without network or API "
     "key, so all I can do is repeat what I understood. To talk to a real model, "
     "start the chat with one, for example:\n"
-    "  dsh-trio chat --provider deepseek --model deepseek-chat   (reads DEEPSEEK_API_KEY)\n"
+    "  dsh-trio chat --provider deepseek   (deepseek-flash; reads DEEPSEEK_API_KEY)\n"
     "  dsh-trio chat --base-url http://localhost:11434/v1 --model llama3.2   (any OpenAI-compatible server)"
 )
 _REMINDER: Final = "(Offline demo model: /help shows how to connect a real one.)"

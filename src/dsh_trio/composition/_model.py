@@ -5,7 +5,7 @@
 
     [default_model]
     provider = "deepseek"
-    model = "deepseek-chat"
+    model = "deepseek-flash"
     reasoning_effort = "high"    # optional
 
 :func:`install_model_selection` routes every request to the selection and, when it
@@ -81,7 +81,7 @@ class ModelSelection:
 
     Example::
 
-        selection = dsh.ModelSelection(provider="deepseek", model="deepseek-chat")
+        selection = dsh.ModelSelection(provider="deepseek", model="deepseek-flash")
 
     Raises:
         ValueError: a field is blank or not a ``str``.
@@ -182,7 +182,7 @@ class DefaultModel:
 
         async with dsh.open_runtime(profile="~/.dsh/profile.toml") as runtime:
             await runtime.default_model.save_selection(
-                dsh.ModelSelection(provider="deepseek", model="deepseek-chat")
+                dsh.ModelSelection(provider="deepseek", model="deepseek-flash")
             )
             runtime.default_model.current_selection()  # ModelSelection(provider='deepseek', ...)
     """

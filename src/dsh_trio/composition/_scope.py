@@ -35,7 +35,7 @@ class PresetScope:
             scope.tool(search)
             scope.section("style", "Answer briefly.")
             scope.on("agent/status", lambda e: print(e.agent.id, e.status))
-            scope.defaults(model=str(config.get("model", "deepseek-chat")))
+            scope.defaults(model=str(config.get("model", "deepseek-flash")))
     """
 
     __slots__ = ("_generation",)
