@@ -1,7 +1,7 @@
 """Chat with any OpenAI-compatible endpoint, one turn per line of standard input.
 
     DEEPSEEK_API_KEY=... python examples/chat_endpoint.py \\
-        --base-url https://api.deepseek.com --model deepseek-chat
+        --base-url https://api.deepseek.com --model deepseek-flash
 
 Each reply streams to standard output as it arrives (``agent.stream``); a turn that
 fails or is cancelled prints one line saying how it ended and the chat goes on.
