@@ -78,13 +78,14 @@ def test_builders_build_what_the_constructors_build() -> None:
         ),
         (
             ModelRequest,
-            ("p", "m", (), (), None, None, 0.5, None, "s"),
+            ("p", "m", (), (), None, None, 0.5, None, "s", False),
             ModelRequest(
                 provider="p",
                 model="m",
                 messages=(),
                 temperature=0.5,
                 session_id=SessionId("s"),
+                thinking=False,
             ),
         ),
     ]

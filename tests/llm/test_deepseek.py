@@ -332,7 +332,9 @@ async def test_a_presets_default_thinking_reaches_the_request() -> None:
     async with server.client() as client:
         adapter = OpenAICompatibleAdapter(DEEPSEEK, client=client)
         async with dsh.open_runtime(models={"deepseek": adapter}) as runtime:
-            await runtime.presets.register(dsh.PresetDefinition(id="quick", plugins=(row,)))
+            await runtime.presets.register(
+                dsh.PresetDefinition(id="quick", plugins=(row,))
+            )
             async with runtime.agents.open(options=options(), preset="quick") as agent:
                 assert agent.options.thinking is False
                 await one_turn(agent, "hi")
@@ -401,7 +403,9 @@ async def test_other_servers_get_a_retired_name_as_asked() -> None:
     assert server.seen[0]["model"] == "deepseek-chat"
 
 
-@pytest.mark.parametrize("model", ["deepseek-flash", "deepseek-v4-pro", "deepseek-v4-flash"])
+@pytest.mark.parametrize(
+    "model", ["deepseek-flash", "deepseek-v4-pro", "deepseek-v4-flash"]
+)
 def test_current_names_pass_the_check(model: str) -> None:
     check_deepseek_model(DEEPSEEK, model)
     with pytest.raises(LlmError, match="deepseek-flash"):

@@ -79,8 +79,10 @@ PRESETS: Final[Mapping[str, Preset]] = {
         ),
         notes=(
             "thinking is on by default; --no-thinking turns it off",
-            "retired on 2026-07-24: deepseek-chat (now deepseek-flash --no-thinking), "
-            "deepseek-reasoner (now deepseek-flash --thinking)",
+            (
+                "retired on 2026-07-24: deepseek-chat (now deepseek-flash "
+                "--no-thinking), deepseek-reasoner (now deepseek-flash --thinking)"
+            ),
         ),
     ),
     "openai": Preset(
