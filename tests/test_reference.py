@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import griffe
 import pytest
 
@@ -33,6 +34,7 @@ import dsh_trio
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "docs" / "_tooling" / "sphinx_markup.py"
+ATTRS_EXTENSION = ROOT / "docs" / "_tooling" / "attrs_signatures.py"
 HOOKS = ROOT / "docs" / "_tooling" / "hooks.py"
 PUBLIC_MODULES = ("dsh_trio", *dsh_trio._PUBLIC_MODULES, "dsh_trio.testing")
 ROLE_TEXT = re.compile(
@@ -340,3 +342,42 @@ def test_an_unresolved_role_fails_the_strict_build(tmp_path: Path) -> None:
     for target, title in (("sample.make", "make()"), ("sample.Thing.go", "go()")):
         link = rf'<a [^>]*href="#{re.escape(target)}"[^>]*><code>{re.escape(title)}</code></a>'
         assert re.search(link, page), target
+
+
+def test_attrs_classes_have_the_signature_attrs_generates() -> None:
+    spec = importlib.util.spec_from_file_location("attrs_signatures", ATTRS_EXTENSION)
+    assert spec is not None and spec.loader is not None
+    extension = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extension)
+    package = griffe.load(
+        "dsh_trio",
+        search_paths=[str(ROOT / "src")],
+        extensions=griffe.load_extensions(extension.AttrsSignatures()),
+    )
+    assert isinstance(package, griffe.Module)
+    kinds = {
+        griffe.ParameterKind.positional_or_keyword: inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        griffe.ParameterKind.keyword_only: inspect.Parameter.KEYWORD_ONLY,
+    }
+    checked = set()
+    for paths in public_objects().values():
+        module_name, _, name = paths[0].rpartition(".")
+        cls = getattr(importlib.import_module(module_name), name)
+        if not (inspect.isclass(cls) and attrs.has(cls)):
+            continue
+        if not cls.__init__.__code__.co_filename.startswith("<attrs generated"):
+            continue  # written by hand: the reference shows it as it is
+        documented = package.modules_collection[paths[0]].final_target
+        init = documented.members["__init__"]
+        expected = [
+            (p.name, p.kind, p.default is not inspect.Parameter.empty)
+            for p in inspect.signature(cls).parameters.values()
+        ]
+        written = [
+            (p.name, kinds.get(p.kind), p.default is not None)
+            for p in list(init.parameters)[1:]
+        ]
+        assert written == expected, paths[0]
+        checked.add(paths[0])
+    assert {"dsh_trio.AgentOptions", "dsh_trio.UserMessage", "dsh_trio.HookCancel"} <= checked
+    assert len(checked) > 50
