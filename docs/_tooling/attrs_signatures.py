@@ -34,9 +34,10 @@ class AttrsSignatures(griffe.Extension):
 
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         for cls in _classes(pkg):
-            if "__init__" not in cls.members and (options := decorator_options(cls)) is not None:
-                if options.get("init") != "False":
-                    cls.set_member("__init__", generated_init(cls))
+            options = decorator_options(cls)
+            generates_init = options is not None and options.get("init") != "False"
+            if generates_init and "__init__" not in cls.members:
+                cls.set_member("__init__", generated_init(cls))
 
 
 def _classes(obj: griffe.Object) -> list[griffe.Class]:
@@ -57,7 +58,10 @@ def decorator_options(cls: griffe.Class) -> dict[str, str] | None:
         value = decorator.value
         call = value if isinstance(value, griffe.ExprCall) else None
         function = call.function if call is not None else value
-        if isinstance(function, griffe.Expr) and function.canonical_path in ATTRS_DECORATORS:
+        if (
+            isinstance(function, griffe.Expr)
+            and function.canonical_path in ATTRS_DECORATORS
+        ):
             return _keywords(call) if call is not None else {}
     return None
 
@@ -73,7 +77,9 @@ def _keywords(call: griffe.ExprCall) -> dict[str, Any]:
 def generated_init(cls: griffe.Class) -> griffe.Function:
     """The ``__init__`` attrs generates for ``cls``: its bases' fields, then its own."""
     try:
-        bases = [base for base in reversed(cls.mro()) if decorator_options(base) is not None]
+        bases = [
+            base for base in reversed(cls.mro()) if decorator_options(base) is not None
+        ]
     except ValueError:
         bases = []
     parameters: dict[str, griffe.Parameter] = {}
@@ -103,15 +109,19 @@ def _fields(cls: griffe.Class) -> list[griffe.Parameter]:
     for member in cls.members.values():
         if member.is_alias or not isinstance(member, griffe.Attribute):
             continue
-        if member.annotation is None or "class-attribute" in member.labels and (
-            "instance-attribute" not in member.labels
-        ):
+        if member.annotation is None or "property" in member.labels:
             continue
-        if "property" in member.labels or _is_classvar(member.annotation):
+        class_only = "instance-attribute" not in member.labels
+        if class_only and "class-attribute" in member.labels:
+            continue  # a ClassVar: griffe labels it a class attribute only
+        if _is_classvar(member.annotation):
             continue
         value = member.value
         options: dict[str, Any] = {}
-        if isinstance(value, griffe.ExprCall) and value.function.canonical_path in FIELD_CALLS:
+        if (
+            isinstance(value, griffe.ExprCall)
+            and value.function.canonical_path in FIELD_CALLS
+        ):
             options = _keywords(value)
             value = None
         if options.get("init") == "False":

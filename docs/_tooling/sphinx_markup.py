@@ -149,10 +149,9 @@ def public_paths(pkg: griffe.Module, modules: Iterable[str]) -> frozenset[str]:
             member = module.members.get(name)
             if member is None:
                 continue
-            try:
-                found.add(member.final_target.canonical_path if member.is_alias else member.canonical_path)  # type: ignore[union-attr]
-            except (griffe.AliasResolutionError, griffe.CyclicAliasError):
-                continue
+            target = _final(member)
+            if target is not None:
+                found.add(target.canonical_path)
     return frozenset(found)
 
 
@@ -160,8 +159,8 @@ def _objects(obj: griffe.Object) -> Iterator[griffe.Object]:
     """``obj`` and every object defined in it (aliases excluded)."""
     yield obj
     for member in obj.members.values():
-        if not member.is_alias:
-            yield from _objects(member)  # type: ignore[arg-type]
+        if isinstance(member, griffe.Object):
+            yield from _objects(member)
 
 
 # ------------------------------------------------------------------ conversion
@@ -242,7 +241,9 @@ def absolute(obj: griffe.Object, target: str) -> str:
     return f"{base.path}.{rest}" if rest else base.path
 
 
-def lookup(obj: griffe.Object, target: str) -> griffe.Object | griffe.Alias | _External | None:
+def lookup(
+    obj: griffe.Object, target: str
+) -> griffe.Object | griffe.Alias | _External | None:
     """What ``target``, written in a docstring of ``obj``, names.
 
     A dotted target's first name is looked up as Python would from ``obj`` (its members,
@@ -256,11 +257,16 @@ def lookup(obj: griffe.Object, target: str) -> griffe.Object | griffe.Alias | _E
         if head != _root(obj).name:
             return EXTERNAL if _importable_or_builtin(head) else None
         try:
-            return obj.modules_collection[target]  # type: ignore[no-any-return]
+            absolute_found = obj.modules_collection[target]
         except (KeyError, ValueError):
             return None
         except (griffe.AliasResolutionError, griffe.CyclicAliasError):
             return EXTERNAL
+        return (
+            absolute_found
+            if isinstance(absolute_found, griffe.Object | griffe.Alias)
+            else None
+        )
     for name in rest.split(".") if rest else ():
         final = _final(found)
         if final is None:
@@ -300,12 +306,13 @@ def _in_scope(obj: griffe.Object, name: str) -> griffe.Object | griffe.Alias | N
 
 
 def _final(found: griffe.Object | griffe.Alias) -> griffe.Object | None:
-    if not found.is_alias:
-        return found  # type: ignore[return-value]
+    if isinstance(found, griffe.Object):
+        return found
     try:
-        return found.final_target  # type: ignore[union-attr,return-value]
+        target = found.final_target
     except (griffe.AliasResolutionError, griffe.CyclicAliasError):
         return None
+    return target
 
 
 def is_public(obj: griffe.Object, public: frozenset[str]) -> bool:
@@ -352,7 +359,9 @@ def literal_blocks(text: str) -> str:
         if out and out[-1].strip():
             out.append("")
         out.append(f"{pad}```{_language(code, _paragraph(out))}")
-        out.extend(f"{pad}{code_line}" if code_line else "" for code_line in code.split("\n"))
+        out.extend(
+            f"{pad}{code_line}" if code_line else "" for code_line in code.split("\n")
+        )
         out.append(f"{pad}```")
         i = end
         if i < len(lines) and lines[i].strip():
@@ -399,7 +408,12 @@ def _language(code: str, intro: str) -> str:
         if word in intro:
             return language
     try:
-        compile(code, "<example>", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        compile(
+            code,
+            "<example>",
+            "exec",
+            flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+        )
     except SyntaxError:
         return "text"
     return "python"
