@@ -313,7 +313,7 @@ async def persist_new_session(
 
     Raises:
         InvalidSessionIdError, SessionExistsError, SessionLockedError: as
-        :meth:`SessionPersistence.create`.
+            :meth:`SessionPersistence.create`.
         OSError: the events could not be written.
     """
     writer = await persistence.create(session.header)
