@@ -6,7 +6,8 @@ fake adapter that replies ``reply from MODEL via URL``, so no network is used. W
 (retryable); the retry replies ``Alpha beta gamma``. With ``DSH_TEST_GATE`` naming a
 FIFO, the first request streams ``Alpha `` and waits until the test writes a line to
 the FIFO, then streams ``omega``: the reply is still streaming for as long as the
-test wants, without any clock.
+test wants, without any clock. With ``DSH_TEST_FAIL_AUTH`` set, every request fails
+at once with an error that is not retried (``AUTH``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class FakeServer:
         FakeServer.requests += 1
         await trio.lowlevel.checkpoint()
         gate = os.environ.get("DSH_TEST_GATE")
+        if os.environ.get("DSH_TEST_FAIL_AUTH"):
+            raise LlmError(LlmFailure("the key was refused", "AUTH"))
         if gate and FakeServer.requests == 1:
             yield BlockStart(0, "text")
             yield TextDelta(0, "Alpha ")
