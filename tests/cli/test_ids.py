@@ -3,6 +3,7 @@ errors as ``chat --resume`` when a prefix matches nothing or several sessions.""
 
 from __future__ import annotations
 
+import builtins
 import io
 import shutil
 from pathlib import Path
@@ -118,7 +119,9 @@ class FakeStore:
     async def list(self) -> list[dsh.SessionHeader]:
         return await self._jsonl.list()
 
-    async def read(self, session_id: str) -> tuple[dsh.SessionHeader, list[Any]]:
+    async def read(
+        self, session_id: str
+    ) -> tuple[dsh.SessionHeader, builtins.list[Any]]:
         for header in await self._jsonl.list():
             if header.id == session_id:
                 return header, []

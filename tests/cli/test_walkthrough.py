@@ -24,7 +24,7 @@ def _walkthrough() -> str:
     section = re.search(r"^## Presets\n(.*?)(?=^## )", text, re.M | re.S)
     assert section is not None
     blocks = re.findall(r"^```sh\n(.*?)^```$", section.group(1), re.M | re.S)
-    (block,) = [b for b in blocks if "dsh-trio presets" in b]
+    (block,) = [str(b) for b in blocks if "dsh-trio presets" in b]
     return block
 
 
