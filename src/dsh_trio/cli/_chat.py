@@ -77,7 +77,8 @@ Commands:
   /exit      leave the chat (also Ctrl-D, or Ctrl-C twice while no reply is running)
 
 Typing while a reply is streaming steers it: the line joins the running turn at its
-next step. Ctrl-C while a reply is streaming cancels that turn; the session goes on.
+next step (it is not shown while you type; Enter sends it and shows it on a line of its
+own). Ctrl-C while a reply is streaming cancels that turn; the session goes on.
 Start a line with // to send a message that begins with /.
 
 Model: {label}.
