@@ -109,7 +109,9 @@ def test_a_malformed_profile_is_reported(
 ) -> None:
     (tmp_path / "profile.toml").write_text("default_model = [", encoding="utf-8")
     code, _, err = run(capsys, "model", "--session-dir", str(tmp_path / "sessions"))
-    assert code == 1 and "is not valid TOML" in err
+    # A profile the user must fix is a usage error: one line, status 2.
+    assert code == 2 and "is not valid TOML" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_chat_uses_the_saved_default_when_no_flag_names_a_model(
@@ -142,7 +144,10 @@ def test_a_flag_wins_over_the_saved_default(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sessions = tmp_path / "sessions"
-    run(capsys, "model", "set", "nowhere", "m", "--session-dir", str(sessions))
+    # `model set` refuses an unknown provider; a profile edited by hand may hold one
+    (tmp_path / "profile.toml").write_text(
+        '[default_model]\nprovider = "nowhere"\nmodel = "m"\n', encoding="utf-8"
+    )
     monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
     # the saved default names an unknown provider: used, it is a usage error
     code, _, err = run(capsys, "chat", "--session-dir", str(sessions))

@@ -35,13 +35,13 @@ from ..values import (
     AgentOptions,
     AgentStatus,
     AssistantMessageData,
-    Errored,
     TurnEndReason,
     UserCancel,
     user_message,
 )
 from ._chat_view import _ChatView, _farewell, _greet, _snippet
 from ._config import ModelChoice
+from ._exit import exit_status
 from ._presets import RuntimeOpener
 from ._store import log_location
 from ._terminal import CTRL_C_MARK, Console, LineReader, LineSource, ReadlineReader
@@ -77,7 +77,8 @@ Commands:
   /exit      leave the chat (also Ctrl-D, or Ctrl-C twice while no reply is running)
 
 Typing while a reply is streaming steers it: the line joins the running turn at its
-next step. Ctrl-C while a reply is streaming cancels that turn; the session goes on.
+next step (it is not shown while you type; Enter sends it and shows it on a line of its
+own). Ctrl-C while a reply is streaming cancels that turn; the session goes on.
 Start a line with // to send a message that begins with /.
 
 Model: {label}.
@@ -131,7 +132,6 @@ class ChatApp(_ChatView):
     _skip: str | None = attrs.field(default=None, init=False)
     _busy: bool = attrs.field(default=False, init=False)
     _quit_armed: bool = attrs.field(default=False, init=False)
-    _reading: bool = attrs.field(default=False, init=False)
     _tool_names: dict[str, str] = attrs.field(factory=dict, init=False)
     _turn_usage: list[int] = attrs.field(factory=lambda: [0, 0], init=False)
     _total_usage: list[int] = attrs.field(factory=lambda: [0, 0], init=False)
@@ -179,7 +179,10 @@ class ChatApp(_ChatView):
         A ``/command`` runs at once. Other text starts a turn when the agent is idle
         (``followup``) or steers the running turn (``steer``). Never blocks.
         """
-        self._console.line_entered()
+        if not self._reader_prompts:
+            # A line-editing reader shows nothing of a line typed while a reply
+            # streams, so Enter did not end the line the reply is on.
+            self._console.line_entered()
         text = line.rstrip("\r\n")
         if text.endswith(CTRL_C_MARK):
             # Ctrl-C typed at a line-editing prompt: the typed text is dropped.
@@ -287,11 +290,7 @@ class ChatApp(_ChatView):
             self._prompt_if_idle()
         with self._exit_scope:
             while True:
-                self._reading = True
-                try:
-                    line = await reader.readline()
-                finally:
-                    self._reading = False
+                line = await reader.readline()
                 if line is None:
                     self._close_input()
                     break
@@ -331,8 +330,8 @@ class ChatApp(_ChatView):
     def _prompt_if_idle(self) -> None:
         if self._closing or self._agent.status is not AgentStatus.IDLE or self._busy:
             return
-        if self._reader_prompts and not self._reading:
-            return  # the next read shows the prompt
+        if self._reader_prompts:
+            return  # the reader shows the prompt when it reads at one
         self._console.prompt()
 
     def prompt(self) -> str:
@@ -380,6 +379,7 @@ async def run_chat(
     show_usage: bool = False,
     line_editing: bool = False,
     opener: RuntimeOpener = open_runtime,
+    one_shot: bool = False,
 ) -> int:
     """Run one chat session to its end; returns the process exit status.
 
@@ -395,9 +395,12 @@ async def run_chat(
     ``line_editing`` (a terminal on both ends) lines are read with GNU readline
     (editing, and a history kept in ``session_dir``), where Ctrl-C is a key: it
     clears a typed line, cancels a running reply, and quits when pressed twice.
+    With ``one_shot`` (``dsh-trio chat PROMPT``) a last turn that did not complete
+    (blocked, aborted, failed) makes the status 1 (see :func:`exit_status`).
 
     Returns:
-        ``0``; ``1`` when the session cannot be resumed or the last turn failed.
+        ``0``; ``1`` when the session cannot be resumed, the last turn failed, or
+        (``one_shot``) the turn did not complete.
     """
     persistence = JsonlPersistence(session_dir)
     options = AgentOptions(
@@ -453,6 +456,8 @@ async def run_chat(
                     stderr=stderr,
                 )
                 if editing is not None:
+                    # A line typed while the reply streamed moves to the next prompt.
+                    agent.scope.on("agent/status", lambda _: editing.wake())
                     with editing.terminal():
                         await app.run(editing)
                 else:
@@ -467,7 +472,7 @@ async def run_chat(
                 stderr,
             )
             nursery.cancel_scope.cancel()
-        return 1 if isinstance(app.last_reason, Errored) else 0
+        return exit_status(app.last_reason, one_shot=one_shot)
     # The exit stack does not swallow: unreachable.
     raise AssertionError("unreachable")  # pragma: no cover
 

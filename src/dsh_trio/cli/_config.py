@@ -38,8 +38,10 @@ DEFAULT_SESSION_DIR: Final = "~/.dsh/sessions"
 SESSION_DIR_ENV: Final = "DSH_TRIO_SESSION_DIR"
 #: The variable the API key is read from with ``--base-url`` and no preset.
 DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
-#: The delay between the offline model's chunks in an interactive terminal.
-INTERACTIVE_CHUNK_DELAY: Final = 0.02
+#: The delay between the offline model's chunks (three words each) in an interactive
+#: terminal: about 30 words a second, a human reading pace, so its first reply (~420
+#: characters) takes a few seconds, time enough to steer it or press Ctrl-C.
+INTERACTIVE_CHUNK_DELAY: Final = 0.1
 
 
 class UsageError(Exception):

@@ -15,9 +15,15 @@ from typing import Final
 import trio
 
 from .. import __version__
-from ..errors import DshError, SessionCorruptError, SessionNotFoundError
+from ..errors import (
+    DshError,
+    ProfileError,
+    SessionCorruptError,
+    SessionNotFoundError,
+)
 from ..persistence import JsonlPersistence, restore_session, truncate_log
 from ._chat import DEFAULT_SYSTEM_PROMPT, run_chat
+from ._checks import check_sessions_readable
 from ._config import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_SESSION_DIR,
@@ -30,15 +36,18 @@ from ._config import (
     resolve_model,
     resolve_session_dir,
 )
+from ._hints import location_flags
+from ._ids import SessionIdError, resolve_id
 from ._listing import list_sessions, render_listing
 from ._model_cmd import default_route
 from ._offline import OFFLINE_MODEL, OFFLINE_PROVIDER
+from ._oneshot import OneShotInput, one_shot_text
 from ._presets import add_composition, chat_opener
+from ._redact import redact
 from ._store import (
     add_store_commands,
     find_session,
     store_commands,
-    store_hint,
     store_of,
     with_store,
 )
@@ -78,7 +87,11 @@ runs without network or API key. Known providers: {", ".join(sorted(PRESETS))}
 OpenAI-compatible server (DeepSeek, OpenAI, vLLM, llama.cpp, Ollama).
 
 Piped input (not a terminal) is read line by line, each line a turn that finishes
-before the next is read; the replies go to stdout, everything else to stderr."""
+before the next is read; the replies go to stdout, everything else to stderr. With a
+PROMPT, piped input and PROMPT are one message instead: the piped text first, then a
+blank line, then PROMPT (git diff | dsh-trio chat "review this"). A PROMPT turn that
+does not complete (blocked by a hook, cancelled, failed) exits with status 1, its
+reason on stderr."""
 
 
 _REPAIR_DESCRIPTION: Final = """\
@@ -155,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
         "prompt",
         nargs="?",
         metavar="PROMPT",
-        help="run this one message as a turn, print the reply and exit",
+        help="run this one message as a turn, print the reply and exit; piped stdin "
+        "comes first, then a blank line, then PROMPT",
     )
     chat.add_argument(
         "--resume",
@@ -271,32 +285,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "chat": _chat,
-        "models": _models,
-        "sessions": _sessions,
-        "show": _show,
-        "repair": _repair,
-        **store_commands(args),
-    }
     try:
+        commands: dict[str, Callable[[argparse.Namespace], int]] = {
+            "chat": _chat,
+            "models": _models,
+            "sessions": _sessions,
+            "show": _show,
+            "repair": _repair,
+            **store_commands(args),
+        }
         return (commands.get(args.command) or args.run)(args)
-    except UsageError as exc:
-        print(f"dsh-trio {args.command}: {exc}", file=sys.stderr)
+    except (UsageError, ProfileError) as exc:
+        print(f"dsh-trio {args.command}: {_said(exc)}", file=sys.stderr)
         return 2
+    except SessionIdError as exc:
+        print(f"dsh-trio {args.command}: {_said(exc)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\ndsh-trio: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if isinstance(inner := _innermost(exc), UsageError):  # a nursery wrapped it
-            print(f"dsh-trio {args.command}: {inner}", file=sys.stderr)
+        inner = _innermost(exc)
+        if isinstance(inner, (UsageError, ProfileError)):  # a nursery wrapped it
+            print(f"dsh-trio {args.command}: {_said(inner)}", file=sys.stderr)
             return 2
-        print(f"dsh-trio {args.command}: {_one_line(exc)}", file=sys.stderr)
+        print(f"dsh-trio {args.command}: {redact(_one_line(exc))}", file=sys.stderr)
         if os.environ.get(DEBUG_ENV):
             traceback.print_exc()
         else:
             print(f"(set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
         return 1
+
+
+def _said(exc: BaseException) -> str:
+    """An error's message on one line, without the secrets of connection strings."""
+    return redact(" ".join(str(exc).split()))
 
 
 def _innermost(exc: BaseException) -> BaseException:
@@ -325,7 +348,8 @@ def _chat(args: argparse.Namespace) -> int:
     stdin, stdout, stderr = sys.stdin, sys.stdout, sys.stderr
     one_shot: str | None = args.prompt
     if one_shot is not None:
-        stdin = io.StringIO(one_shot + "\n")
+        text = one_shot_text(one_shot, stdin)
+        stdin = io.StringIO(one_shot + "\n") if text == one_shot else OneShotInput(text)
     terminal_in = _isatty(stdin)
     interactive = terminal_in and _isatty(stdout)
     if args.resume is not None and args.continue_:
@@ -359,8 +383,7 @@ def _chat(args: argparse.Namespace) -> int:
         chunk_delay=INTERACTIVE_CHUNK_DELAY if interactive and not args.fast else 0.0,
         thinking=route.thinking,
     )
-    hint = f" --session-dir {shlex.quote(args.session_dir)}" if args.session_dir else ""
-    hint += store_hint(args)
+    hint = location_flags(args, session_dir)
     system = DEFAULT_SYSTEM_PROMPT if args.system is None else (args.system or None)
     return trio.run(
         lambda: run_chat(
@@ -378,6 +401,7 @@ def _chat(args: argparse.Namespace) -> int:
             show_usage=not args.quiet,
             line_editing=interactive,
             opener=with_store(args, chat_opener(args, session_dir, choice, effort)),
+            one_shot=one_shot is not None,
         )
     )
 
@@ -418,6 +442,7 @@ def _models(args: argparse.Namespace) -> int:
 
 def _sessions(args: argparse.Namespace) -> int:
     session_dir = resolve_session_dir(args.session_dir, os.environ)
+    check_sessions_readable(session_dir)
     summaries = trio.run(list_sessions, JsonlPersistence(session_dir))
     if not summaries:
         print(f"no sessions in {session_dir}")
@@ -428,6 +453,7 @@ def _sessions(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     session_dir = resolve_session_dir(args.session_dir, os.environ)
+    check_sessions_readable(session_dir)
     session_id: str = args.id
 
     async def load() -> str | None:
@@ -459,10 +485,16 @@ def _repair(args: argparse.Namespace) -> int:
     session_dir = resolve_session_dir(args.session_dir, os.environ)
     session_id: str = args.id
     seq: int | None = args.truncate_at
-    hint = f" --session-dir {shlex.quote(args.session_dir)}" if args.session_dir else ""
+    hint = location_flags(args, session_dir)
+    check_sessions_readable(session_dir)
 
     async def repair() -> list[str]:
+        nonlocal session_id
         persistence = JsonlPersistence(session_dir)
+        # A log whose header the listing cannot read is still repaired by its id.
+        ids = [h.id for h in await persistence.list()]
+        if session_id not in ids and any(i.startswith(session_id) for i in ids):
+            session_id = resolve_id(ids, session_id, session_dir)
         report: list[str] = []
         if seq is not None:
             cut = await truncate_log(persistence, session_id, seq)

@@ -23,6 +23,8 @@ from ._config import (
     check_model_name,
     resolve_session_dir,
 )
+from ._known import KNOWN_EFFORTS, check_default_model, known_providers
+from ._profile import unset_default_model
 
 __all__ = [
     "PROFILE_FILE",
@@ -36,15 +38,17 @@ __all__ = [
 PROFILE_FILE: Final = "profile.toml"
 
 _DESCRIPTION: Final = f"""\
-Show the default model, or save one with `set`. `dsh-trio chat` uses it when no
---provider, --base-url or --model is given (a resumed session keeps its own model).
+Show the default model, save one with `set` or remove it with `unset`. `dsh-trio
+chat` uses it when no --provider, --base-url or --model is given (a resumed session
+keeps its own model).
 It is saved in {PROFILE_FILE} in the config folder, the parent of the session
 directory (default ~/.dsh/{PROFILE_FILE}); other settings in that file are kept.
 
 examples:
   dsh-trio model
   dsh-trio model set deepseek deepseek-v4-pro --effort max
-  dsh-trio model set ollama llama3.2"""
+  dsh-trio model set ollama llama3.2
+  dsh-trio model unset"""
 
 
 def profile_path(session_dir: str) -> str:
@@ -71,16 +75,22 @@ def add_model_command(
         description="Save PROVIDER and MODEL (and a reasoning effort) as the default model.",
     )
     save.add_argument(
-        "provider", metavar="PROVIDER", help="e.g. deepseek, openai, ollama"
+        "provider", metavar="PROVIDER", help=f"one of {', '.join(known_providers())}"
     )
     save.add_argument("model", metavar="MODEL", help="e.g. deepseek-flash")
     save.add_argument(
         "--effort",
         metavar="E",
-        help="reasoning effort, e.g. low, medium, high (DeepSeek: low, high, max; "
-        "omitted: the model's default)",
+        help=f"reasoning effort, one of {', '.join(KNOWN_EFFORTS)} "
+        "(DeepSeek maps them to low, high, max; omitted: the model's default)",
     )
     _add_session_dir(save)
+    unset = actions.add_parser(
+        "unset",
+        help="remove the saved default (the chat then uses the offline demo model)",
+        description="Remove the saved default model; the profile's other settings are kept.",
+    )
+    _add_session_dir(unset)
 
 
 def _add_session_dir(parser: argparse.ArgumentParser) -> None:
@@ -113,7 +123,17 @@ def run_model(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     session_dir = resolve_session_dir(getattr(args, "session_dir", None), os.environ)
     path = profile_path(session_dir)
     default = DefaultModel(path)
+    if args.action == "unset":
+        removed = unset_default_model(path)
+        print(
+            f"default model removed from {path}"
+            if removed
+            else f"no default model saved in {path}; nothing to remove",
+            file=out,
+        )
+        return 0
     if args.action == "set":
+        check_default_model(args.provider, args.model, args.effort)
         try:
             selection = ModelSelection(
                 provider=args.provider, model=args.model, reasoning_effort=args.effort

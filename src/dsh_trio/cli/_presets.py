@@ -3,6 +3,11 @@
 Presets come from the ``presets`` folder of the config folder (the parent of the
 session directory: ``~/.dsh/presets/*.yaml`` by default) and from the runtime config
 given with ``--config FILE`` (its presets, default preset and declared agents).
+
+A plugin row names a module; the command line looks for it on the import path and
+then in the presets folder and in the folder of ``--config FILE`` (both are appended
+to ``sys.path``), so a plugin module kept beside its preset file imports without
+``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -22,6 +28,7 @@ from ..composition import PresetDefinition, PresetInfo, load_preset, load_runtim
 from ..errors import PresetError
 from ..nursery import open_runtime
 from ..values import CallConfig
+from ._checks import check_sessions_readable
 from ._config import SESSION_DIR_ENV, ModelChoice, UsageError, resolve_session_dir
 from ._model_cmd import add_model_command
 
@@ -35,6 +42,7 @@ __all__ = [
     "add_composition",
     "chat_opener",
     "folder_presets",
+    "import_plugins_beside",
     "presets_folder",
     "render_presets",
     "run_presets",
@@ -81,6 +89,21 @@ def folder_presets(session_dir: str) -> list[PresetDefinition]:
                 f"the preset file {os.path.join(folder, name)}: {exc}"
             ) from exc
     return found
+
+
+def import_plugins_beside(session_dir: str, config: str | None) -> None:
+    """Let plugin rows import modules kept beside their preset files. Blocking (``stat``).
+
+    Appends the presets folder (when it exists) and the folder of ``config`` to
+    ``sys.path``, after everything already there, so installed packages and
+    ``PYTHONPATH`` win over a module of the same name. Idempotent.
+    """
+    folders = [presets_folder(session_dir)]
+    if config is not None:
+        folders.append(os.path.dirname(os.path.abspath(os.path.expanduser(config))))
+    for folder in folders:
+        if os.path.isdir(folder) and folder not in sys.path:
+            sys.path.append(folder)
 
 
 def add_composition(
@@ -156,16 +179,23 @@ def run_presets(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     """Run ``dsh-trio presets``; returns 0, or 1 when a preset is broken. Blocking."""
     out = sys.stdout if out is None else out
     session_dir = resolve_session_dir(args.session_dir, os.environ)
+    check_sessions_readable(session_dir)
     from_config, default = _config_presets(args.config)
     definitions = [*from_config, *folder_presets(session_dir)]
+    import_plugins_beside(session_dir, args.config)
     try:
         infos = trio.run(_registered, definitions, default)
     except PresetError as exc:  # an id registered twice, or an unknown default
         raise UsageError(str(exc)) from exc
     if not infos:
         folder = presets_folder(session_dir)
+        missing = (
+            ""
+            if os.path.isdir(folder)
+            else f"; the folder does not exist yet: mkdir -p {shlex.quote(folder)}"
+        )
         print(
-            f"no presets (add preset files to {folder}, or pass --config FILE)",
+            f"no presets (add preset files to {folder}, or pass --config FILE){missing}",
             file=out,
         )
         return 0
@@ -198,7 +228,9 @@ def chat_opener(
 ) -> RuntimeOpener:
     """The chat's ``open_runtime``: with the presets, ``--preset``, ``--config``.
 
-    The preset folder is read now (blocking). ``effort`` (the default model's) is
+    The preset folder and ``--config`` are read now (blocking; :class:`UsageError`
+    when one is malformed), and their folders made importable
+    (:func:`import_plugins_beside`). ``effort`` (the default model's) is
     applied to the requests for ``choice``'s provider and model. Entering the runtime
     checks that ``--preset`` names a registered, working preset (:class:`UsageError`
     otherwise).
@@ -207,6 +239,8 @@ def chat_opener(
     presets = folder_presets(session_dir)
     preset: str | None = getattr(args, "preset", None)
     config: str | None = getattr(args, "config", None)
+    _config_presets(config)  # a config that cannot be read is a usage error, now
+    import_plugins_beside(session_dir, config)
 
     @contextlib.asynccontextmanager
     async def opener(**kwargs: Any) -> AsyncIterator[Runtime]:

@@ -24,7 +24,9 @@ from ..nursery import Runtime
 from ..persistence import JsonlPersistence
 from ..persistence.postgres import PostgresPersistence, export_session, import_session
 from ..values import SessionHeader
+from ._checks import check_export_root, check_import_file
 from ._config import UsageError
+from ._ids import resolve_id
 from ._listing import render_listing, summarize
 from ._presets import RuntimeOpener
 from ._transcript import StoredLog, render_transcript
@@ -88,9 +90,12 @@ def store_of(
     Raises:
         UsageError: it is not a ``postgresql://`` URI.
     """
-    dsn = getattr(args, "store", None) or environ.get(STORE_ENV) or None
+    flag = getattr(args, "store", None)
+    dsn = flag or environ.get(STORE_ENV) or None
     if dsn is not None and not dsn.startswith(_SCHEMES):
-        raise UsageError(f"--store must be a postgresql:// URI, got {dsn!r}")
+        # The message goes through redact() in main: a password in it is not shown.
+        what = "--store" if flag else f"${STORE_ENV}"
+        raise UsageError(f"{what} must be a postgresql:// URI, got {dsn!r}")
     return dsn
 
 
@@ -181,20 +186,11 @@ async def find_session(
         if not headers:
             raise LookupError(f"no sessions in {where} to continue")
         return max(headers, key=lambda h: (h.created_at, h.id))
-    exact = [h for h in headers if h.id == wanted]
-    if exact:
-        return exact[0]
-    matches = [h for h in headers if wanted and h.id.startswith(wanted)]
-    if not matches:
-        raise LookupError(
-            f"cannot resume session {wanted!r}: no session {wanted!r} in {where}"
-        )
-    if len(matches) > 1:
-        ids = ", ".join(sorted(h.id for h in matches)[:5])
-        raise LookupError(
-            f"cannot resume session {wanted!r}: the prefix matches {len(matches)} sessions ({ids})"
-        )
-    return matches[0]
+    try:
+        found = resolve_id((h.id for h in headers), wanted, where)
+    except LookupError as exc:
+        raise LookupError(f"cannot resume session {wanted!r}: {exc}") from None
+    return next(h for h in headers if h.id == found)
 
 
 def store_commands(
@@ -230,6 +226,12 @@ async def _with_store(dsn: str, fn: Callable[[PostgresPersistence], Any]) -> Any
             await store.aclose()
 
 
+async def _stored_id(store: PostgresPersistence, wanted: str) -> str:
+    """The id ``wanted`` (an id or a unique prefix) names in the shared store."""
+    headers = await store.list()
+    return resolve_id((h.id for h in headers), wanted, "the shared store")
+
+
 def _stored_log(
     store: PostgresPersistence, header: SessionHeader, events: Any
 ) -> StoredLog:
@@ -259,7 +261,8 @@ def _show(args: argparse.Namespace) -> int:
     dsn = _required_store(args)
 
     async def load(store: PostgresPersistence) -> str:
-        header, events = await store.read(args.id)
+        wanted = await _stored_id(store, args.id)
+        header, events = await store.read(wanted)
         return render_transcript(_stored_log(store, header, events))
 
     try:
@@ -276,15 +279,20 @@ def _show(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     dsn = _required_store(args)
-    path = trio.run(
-        _with_store, dsn, lambda store: export_session(store, args.id, args.to)
-    )
-    print(f"exported session {args.id} to {path}")
+    check_export_root(args.to)
+
+    async def export(store: PostgresPersistence) -> tuple[str, Any]:
+        wanted = await _stored_id(store, args.id)
+        return wanted, await export_session(store, wanted, args.to)
+
+    wanted, path = trio.run(_with_store, dsn, export)
+    print(f"exported session {wanted} to {path}")
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
     dsn = _required_store(args)
+    check_import_file(args.file)
     header = trio.run(_with_store, dsn, lambda store: import_session(store, args.file))
     print(f"imported session {header.id} into the shared store")
     return 0

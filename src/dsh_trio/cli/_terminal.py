@@ -1,6 +1,8 @@
 """Terminal I/O for the chat: lines in on a worker thread, text and notices out.
 
 :class:`LineReader` reads input lines without ever blocking the trio loop;
+:class:`ReadlineReader` reads them from a terminal, with line editing at the prompt
+and, while a reply streams, without showing what is typed (see ``_typeahead``);
 :class:`Console` writes replies and notices and keeps track of the terminal line
 (whether the cursor sits after a prompt or inside an unfinished line, whether the
 text is dimmed), so the chat can start each kind of output on a line of its own.
@@ -18,11 +20,10 @@ from typing import Final, Protocol, TextIO
 
 import trio
 
+from ._typeahead import CTRL_C_MARK, TerminalModes, TypedLine, read_typed
+
 __all__ = ["CTRL_C_MARK", "Console", "LineReader", "LineSource", "ReadlineReader"]
 
-#: What a line read by :class:`ReadlineReader` ends with when Ctrl-C was pressed on
-#: it (the terminal shows the same).
-CTRL_C_MARK: Final = "^C"
 _HISTORY_LENGTH: Final = 1000
 
 _PROMPT: Final = "> "
@@ -96,6 +97,13 @@ class ReadlineReader:
     typed, which is returned ending in :data:`CTRL_C_MARK` (and kept out of the
     history). Use only when stdin and stdout are the process's terminal.
 
+    While ``prompt()`` is ``""`` (a reply is streaming) the line is read with the
+    terminal's echo off, so nothing typed shows up inside the reply: Enter hands it
+    over whole (Backspace, Ctrl-U and Ctrl-W edit it), Ctrl-C and Ctrl-D act as at
+    the prompt. Call :meth:`wake` when the prompt may have changed (the agent went
+    idle): a line still being typed then moves to the prompt that follows, where it
+    can be edited and sent.
+
     Args:
         prompt: called before each read; the prompt to show (``""`` for none).
         history: the history file (read at the start, written at the end).
@@ -104,6 +112,9 @@ class ReadlineReader:
     def __init__(self, prompt: Callable[[], str], *, history: str | None) -> None:
         self._prompt = prompt
         self._history = history
+        self._modes: TerminalModes | None = None
+        self._wake_fds: tuple[int, int] | None = None
+        self._wakes = 0
 
     @contextlib.contextmanager
     def terminal(self) -> Iterator[None]:
@@ -120,14 +131,31 @@ class ReadlineReader:
         if self._history is not None:
             with contextlib.suppress(OSError):
                 readline.read_history_file(self._history)
-        with _ctrl_c_as_key(sys.stdin):
+        read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
+        os.set_blocking(write_end, False)
+        self._wake_fds = (read_end, write_end)
+        with TerminalModes.open(sys.stdin) as modes:
+            self._modes = modes
             try:
                 yield
             finally:
+                self._modes = None
+                self._wake_fds = None
+                os.close(read_end)
+                os.close(write_end)
                 if self._history is not None:
                     with contextlib.suppress(OSError):
                         os.makedirs(os.path.dirname(self._history), exist_ok=True)
                         readline.write_history_file(self._history)
+
+    def wake(self) -> None:
+        """The prompt may have changed: a line typed while nothing was shown moves to
+        the prompt if there is one now. Never blocks; a no-op outside :meth:`terminal`."""
+        self._wakes += 1
+        if self._wake_fds is not None:
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._wake_fds[1], b"!")
 
     async def readline(self) -> str | None:
         """The next line (with a newline), or ``None`` at end of input (Ctrl-D).
@@ -135,10 +163,28 @@ class ReadlineReader:
         Blocks on a worker thread until the line is entered. Cancellation abandons
         the read at once.
         """
-        prompt = self._prompt()
+        typed = ""
+        while True:
+            prompt = self._prompt()
+            modes, fds = self._modes, self._wake_fds
+            if prompt or modes is None or fds is None:
+                return await self._edit(prompt, typed, modes)
+            line = TypedLine(typed)
+            finished = await self._read_unseen(modes, fds[0], line)
+            if finished is not None:
+                if not finished:
+                    return None
+                if finished.strip() and not finished.endswith(CTRL_C_MARK + "\n"):
+                    _remember(finished.rstrip("\n"))
+                return finished
+            typed = line.text
+
+    async def _edit(
+        self, prompt: str, typed: str, modes: TerminalModes | None
+    ) -> str | None:
         try:
             line = await trio.to_thread.run_sync(
-                _read_line, prompt, abandon_on_cancel=True
+                _read_line, prompt, typed, modes, abandon_on_cancel=True
             )
         except EOFError:
             sys.stdout.write("\n")
@@ -146,38 +192,61 @@ class ReadlineReader:
             return None  # noqa: ASYNC910  # the worker-thread call checkpointed
         return line + "\n"
 
+    async def _read_unseen(
+        self, modes: TerminalModes, wake_fd: int, line: TypedLine
+    ) -> str | None:
+        # The echo goes off before the reply can print anything: this runs before
+        # the first checkpoint after the turn was started.
+        modes.quiet()
+        wakes = self._wakes
+        running = True
+        try:
+            return await trio.to_thread.run_sync(
+                read_typed,
+                modes.fd,
+                wake_fd,
+                line,
+                lambda: running and self._wakes == wakes,
+                abandon_on_cancel=True,
+            )
+        finally:
+            # Abandoned (cancelled): the thread stops at its next look.
+            running = False
+            self.wake()
 
-def _read_line(prompt: str) -> str:
+
+def _remember(line: str) -> None:
+    """Add a line typed while nothing was shown to the history, like a prompt's."""
     import readline
 
-    line = input(prompt)
+    readline.add_history(line)
+
+
+def _read_line(prompt: str, typed: str, modes: TerminalModes | None) -> str:
+    import readline
+
+    if typed:
+
+        def start_with_typed() -> None:
+            readline.insert_text(typed)
+            readline.redisplay()
+
+        readline.set_pre_input_hook(start_with_typed)
+    if modes is not None:
+        modes.normal()
+    try:
+        line = input(prompt)
+    finally:
+        if typed:
+            readline.set_pre_input_hook()
+        if modes is not None:
+            # Until the next prompt nothing typed is shown (a reply may stream).
+            modes.quiet()
     if line.endswith(CTRL_C_MARK):
         length = readline.get_current_history_length()
         if length and readline.get_history_item(length) == line:
             readline.remove_history_item(length - 1)
     return line
-
-
-@contextlib.contextmanager
-def _ctrl_c_as_key(stream: TextIO) -> Iterator[None]:
-    """Make the terminal pass Ctrl-C through as a character (no SIGINT)."""
-    try:
-        import termios
-
-        fd = stream.fileno()
-        saved = termios.tcgetattr(fd)
-        disabled = os.fpathconf(fd, "PC_VDISABLE")
-    except (ImportError, OSError, ValueError, io.UnsupportedOperation):
-        yield
-        return
-    changed = termios.tcgetattr(fd)
-    changed[6][termios.VINTR] = bytes([disabled])
-    termios.tcsetattr(fd, termios.TCSANOW, changed)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 class Console:

@@ -56,6 +56,7 @@ from ..values import (
     event_from_json,
     header_from_json,
 )
+from ._ids import resolve_id
 
 __all__ = [
     "StoredLog",
@@ -164,14 +165,19 @@ def _salvaged(path: str) -> list[tuple[str, int]]:
 
 
 async def find_log(persistence: JsonlPersistence, session_id: str) -> str | None:
-    """The log file of the stored session ``session_id``, or ``None``.
+    """The log file of the stored session ``session_id`` (an id or a unique prefix of
+    one), or ``None`` when no session matches.
 
     Blocks on a worker thread while the stored headers are read; writes nothing.
+
+    Raises:
+        SessionIdError: ``session_id`` is the prefix of several sessions' ids.
     """
-    for header in await persistence.list():
-        if header.id == session_id:
-            return persistence.path_for(header)
-    return None
+    headers = await persistence.list()
+    if not any(session_id and h.id.startswith(session_id) for h in headers):
+        return None
+    found = resolve_id((h.id for h in headers), session_id, persistence.root)
+    return next(persistence.path_for(h) for h in headers if h.id == found)
 
 
 def _text(blocks: Iterable[ContentBlock]) -> str:

@@ -38,7 +38,7 @@ def import_psycopg() -> Any:
         import psycopg
     except ImportError as exc:  # pragma: no cover - the test extra installs it
         raise ImportError(
-            "PostgresPersistence needs psycopg 3: pip install 'dsh-trio[postgres]'"
+            "PostgresPersistence needs psycopg 3: pip install 'psycopg[binary]>=3.2' (the postgres extra)"
         ) from exc
     return psycopg
 
