@@ -80,7 +80,9 @@ def _check_refused(agent: dsh.Agent, caught: list[BaseException], where: str) ->
     )
     assert "inner" not in [dsh.text_of(m) for m in agent.inbox.next_turn]
     user_texts = [
-        dsh.text_of(e.data) for e in agent.session.events if e.type == "user/message"
+        dsh.text_of(e.data)
+        for e in agent.session.events
+        if isinstance(e.data, dsh.UserMessage)
     ]
     assert "inner" not in user_texts  # nothing was queued, no turn ran for it
 
