@@ -345,14 +345,15 @@ class Agent:
 
         The block owns the turn, as a nursery owns its tasks: leaving it before the
         turn ended (``break`` out of ``turn.text()``, an exception, the caller
-        cancelled) cancels that turn with :class:`UserCancel` (the cause API.md
-        gives a cancelled caller of ``run``: the user of the stream gave up on it)
-        and waits for it to wind down before the block exits. The wait runs in a
-        shielded scope and is bounded: the turn's own scope is cancelled, so it ends
-        at its next checkpoint. Once the block has exited, the turn's ``turn/end``
-        is ``Aborted(UserCancel())``, no more of the model's reply is read, the
-        partial reply is kept (an interrupted assistant message) and the driver
-        has let go of the agent. The exception leaving the block (a
+        cancelled) cancels that turn with :class:`UserCancel` (the cause of a
+        cancelled :meth:`run` caller: whoever follows the turn gave up on it; no
+        hook, parent or disposal did) and waits for it to wind down before the
+        block exits. The wait runs in a shielded scope and is bounded: the turn's
+        own scope is cancelled, so it ends at its next checkpoint (after whatever
+        it shields). Once the block has exited, the turn's ``turn/end`` is
+        ``Aborted(UserCancel())`` (or the earlier cause, if it was cancelled
+        already), no more of the model's reply is read, the partial reply is kept
+        (an interrupted assistant message) and the driver has let go of the agent. The exception leaving the block (a
         :class:`trio.Cancelled` included) propagates unchanged. If no turn has
         claimed the message yet, it is removed from the inbox instead. Leaving the
         block after the turn ended changes nothing.
