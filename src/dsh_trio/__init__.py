@@ -36,6 +36,7 @@ from .errors import (
     AgentBusyError as AgentBusyError,
     AgentCancelled as AgentCancelled,
     AgentDisposedError as AgentDisposedError,
+    AgentReentrancyError as AgentReentrancyError,
     AgentStartError as AgentStartError,
     DshError as DshError,
     DuplicateMessageError as DuplicateMessageError,

@@ -16,6 +16,7 @@ __all__ = [
     "DshError",
     "AgentBusyError",
     "AgentDisposedError",
+    "AgentReentrancyError",
     "AgentCancelled",
     "DuplicateMessageError",
     "InvalidSpliceError",
@@ -57,6 +58,18 @@ class AgentBusyError(DshError):
 
 class AgentDisposedError(DshError):
     """The agent was disposed; it accepts no more input."""
+
+
+class AgentReentrancyError(DshError, RuntimeError):
+    """``run()`` or ``stream()`` was called from inside the agent's own activity.
+
+    A tool or hook of an agent (code running in the agent's turn, or in a task that
+    turn started) awaited that same agent's ``run()`` or entered its ``stream()``: the
+    turn it would wait for cannot start before the current one ends, so the call
+    raises at once instead of waiting forever. Nothing was queued. Queue the message
+    with ``agent.followup()`` instead (it runs as the next turn), or await the agent
+    from a task outside its turn.
+    """
 
 
 class AgentCancelled(DshError):

@@ -124,10 +124,13 @@ async def test_cancelling_the_caller_aborts_that_turn_with_user_cancel(
             nursery.start_soon(cancel_when_streaming)
             await agent.run(dsh.user_message("go"))
     assert scope.cancelled_caught
-    g.release()  # a turn left running would now complete
-    await agent.when_idle()
+    # run() raised once the turn had wound down: ended, and the agent idle.
+    assert agent.status is dsh.AgentStatus.IDLE
     (end,) = [e for e in agent.session.events if e.type == "turn/end"]
     assert end.data.reason == dsh.Aborted(dsh.UserCancel())
+    g.release()  # a turn left running would now complete
+    await agent.when_idle()
+    assert [e.type for e in agent.session.events].count("turn/end") == 1
     assert agent.inbox.next_turn == (later,)  # only that turn was cancelled
 
 

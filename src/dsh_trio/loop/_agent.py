@@ -34,8 +34,10 @@ from ._agent_waits import (
     look_after,
     on_session_event,
     queue_watched,
+    refuse_reentry,
     turn_outcome,
     unwatch,
+    wind_down,
 )
 from ._agent_work import (
     _DISPOSED,
@@ -277,17 +279,22 @@ class Agent:
         runs a turn.
 
         Cancellation: cancelling the caller cancels *that* turn with
-        :class:`UserCancel` (only that turn; the rest of the inbox is kept) and
-        raises :class:`trio.Cancelled` at once, without waiting for the turn to
-        unwind (``await agent.when_idle()`` waits for its ``Aborted(UserCancel())``
-        to be written). If no turn has claimed the message yet, it is removed from
-        the inbox instead and no turn runs for it.
+        :class:`UserCancel` (only that turn; the rest of the inbox is kept), waits
+        for it to wind down (in a shielded scope: the turn's own scope is cancelled,
+        so it ends at its next checkpoint) and then raises the caller's
+        :class:`trio.Cancelled`, unchanged. By then the turn's
+        ``turn/end`` is ``Aborted(UserCancel())``, its partial reply is kept and the
+        driver that ran it has let go of the agent. If no turn has claimed the
+        message yet, it is removed from the inbox instead and no turn runs for it.
+        :meth:`stream` follows the same rule when its block is left early.
 
         If the agent goes idle with the message still queued (work parks after an
         errored, blocked or aborted turn), ``run`` wakes it again: a waiting ``run``
-        gets its turn unless its message is removed from the inbox. Do not await it
-        from inside one of this agent's own turns (a hook or tool of the agent): the
-        turn it waits for cannot start before the current one ends.
+        gets its turn unless its message is removed from the inbox. It cannot be
+        awaited from inside this agent's own turn (one of its tools or hooks, or a
+        task they started) or maintenance task: the turn it would wait for cannot
+        start before the current one ends, so it raises
+        :class:`AgentReentrancyError` at once (queue with :meth:`followup` there).
 
         Example::
 
@@ -309,18 +316,21 @@ class Agent:
                 the message was discarded from the inbox before a turn claimed it
                 (``result.turn`` is ``None``).
             AgentDisposedError: the agent was disposed (nothing was queued).
+            AgentReentrancyError: called from inside this agent's own turn or
+                maintenance task (nothing was queued).
             PersistenceError, DuplicateMessageError, InvalidSpliceError: as
                 :meth:`followup` (nothing was queued).
             TypeError: ``message`` is neither a :class:`UserMessage` nor a str.
         """
         queued = as_message(message)
+        self._refuse_reentry("run()")
         await trio.lowlevel.checkpoint_if_cancelled()
         watch = TurnWatch(queued.id)
         self._queue_watched(queued, watch)
         return await self._turn_outcome(watch, check=check, owned=True)
 
     def stream(
-        self, message: UserMessage | str
+        self, message: UserMessage | str, *, detach: bool = False
     ) -> AbstractAsyncContextManager[TurnStream]:
         """Queue ``message`` as a follow-up and follow its turn live.
 
@@ -333,12 +343,27 @@ class Agent:
         without bound from entry until the block is left, so a reader that stops
         reading never holds the turn up.
 
+        The block owns the turn, as a nursery owns its tasks: leaving it before the
+        turn ended (``break`` out of ``turn.text()``, an exception, the caller
+        cancelled) cancels that turn with :class:`UserCancel` (the cause of a
+        cancelled :meth:`run` caller: whoever follows the turn gave up on it; no
+        hook, parent or disposal did) and waits for it to wind down before the
+        block exits. The wait runs in a shielded scope and is bounded: the turn's
+        own scope is cancelled, so it ends at its next checkpoint (after whatever
+        it shields). Once the block has exited, the turn's ``turn/end`` is
+        ``Aborted(UserCancel())`` (or the earlier cause, if it was cancelled
+        already), no more of the model's reply is read, the partial reply is kept
+        (an interrupted assistant message) and the driver has let go of the agent. The exception leaving the block (a
+        :class:`trio.Cancelled` included) propagates unchanged. If no turn has
+        claimed the message yet, it is removed from the inbox instead. Leaving the
+        block after the turn ended changes nothing.
+
+        With ``detach=True`` the block does not own the turn: leaving it, however
+        it is left, only stops the buffering, and the turn runs on (``await
+        agent.when_idle()`` waits for it).
+
         This call itself does nothing and never blocks; entering the block
-        checkpoints. Leaving the block with an exception (cancellation of the
-        caller included) cancels the turn with :class:`UserCancel`, or removes the
-        message from the inbox if no turn has claimed it yet, as :meth:`run` does.
-        Leaving it normally lets the turn run on and stops the buffering. Each call
-        queues its own message; a context can be entered once.
+        checkpoints. Each call queues its own message; a context can be entered once.
 
         Example::
 
@@ -348,10 +373,21 @@ class Agent:
                 result = await turn.result()
 
         Raises (on entry):
+            AgentReentrancyError: entered from inside this agent's own turn (one of
+                its tools or hooks) or maintenance task, where it could never be
+                followed to its end (nothing was queued).
             AgentDisposedError, PersistenceError, DuplicateMessageError,
             InvalidSpliceError: as :meth:`followup` (nothing was queued).
+
+        Raises:
+            TypeError: ``message`` is neither a :class:`UserMessage` nor a str, or
+                ``detach`` is not a bool.
         """
-        return OpenTurnStream(self, as_message(message))
+        if detach is not True and detach is not False:
+            raise TypeError(
+                f"stream() takes detach=True or detach=False, got {detach!r}"
+            )
+        return OpenTurnStream(self, as_message(message), detach=detach)
 
     async def run_maintenance(self, task: Callable[[CancelSignal], Awaitable[T]]) -> T:
         """Run ``task(signal)`` as a maintenance activity from the idle phase.
@@ -372,7 +408,14 @@ class Agent:
             raise AgentBusyError(f'agent "{self.id}" already has active work')
         signal = CancelSignal()
         done = trio.Event()
-        self._enter(Maintenance(signal=signal, done=done, last_turn=phase.last_turn))
+        self._enter(
+            Maintenance(
+                signal=signal,
+                done=done,
+                last_turn=phase.last_turn,
+                task=trio.lowlevel.current_task(),
+            )
+        )
         try:
             with signal.scope:
                 result = await task(signal)
@@ -400,6 +443,8 @@ class Agent:
     _turn_outcome = turn_outcome
     _look_after = look_after
     _abandon = abandon
+    _wind_down = wind_down
+    _refuse_reentry = refuse_reentry
 
     # ------------------------------------------------------------------ phase
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, cast
 
 import trio
 
-from ..errors import TurnFailedError
+from ..errors import AgentReentrancyError, TurnFailedError
 from ..values import (
     Aborted,
     AgentStatus,
@@ -32,7 +32,7 @@ from ._payloads import (
     InboxInserted,
     SessionEventAppended,
 )
-from ._phase import Idle, Running
+from ._phase import Idle, Maintenance, Running
 from ._turns import TurnResult, TurnWatch, turn_result
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ async def turn_outcome(
             await watch.lot.park()
     except BaseException:
         if owned:
-            agent._abandon(watch)
+            await wind_down(agent, watch)  # noqa: ASYNC102  # shielded inside; bounded: the turn's scope is cancelled
         raise
     finally:
         if owned:
@@ -119,6 +119,55 @@ def look_after(agent: Agent, watch: TurnWatch) -> bool:
                 )
             )
     return watch.settled
+
+
+async def wind_down(agent: Agent, watch: TurnWatch) -> None:  # noqa: ASYNC910  # a turn that already ended leaves nothing to wait for
+    """The waiter is gone: cancel its turn and wait, shielded, for its ``turn/end``.
+
+    A message no turn has claimed yet is removed from the inbox instead, and there
+    is nothing to wait for. The wait is bounded: the turn's scope is cancelled, so
+    it ends at its next checkpoint (after whatever it shields). Once it returns the
+    driver that ran the turn has let go of the agent. Does nothing (and does not
+    checkpoint) if the turn has already ended.
+    """
+    agent._abandon(watch)
+    if watch.turn is None:
+        return  # noqa: ASYNC910  # removed from the inbox (or settled): no turn runs for it
+    with trio.CancelScope(shield=True):
+        while not watch.settled and not agent._look_after(watch):
+            await watch.lot.park()
+
+
+def refuse_reentry(agent: Agent, call: str) -> None:
+    """Raise :class:`AgentReentrancyError` if the current task runs ``agent``'s activity.
+
+    That is the agent's driver task (its turn, the turn's hooks) or a task it started
+    (a tool body, say), or the task of its maintenance: waiting there for a turn of
+    the same agent would wait forever. Never blocks.
+    """
+    phase = agent._phase
+    if phase.__class__ is Running:
+        driver = agent._driver
+        owner = None if driver is None else driver._task
+        where = "turn (one of its tools or hooks)"
+    elif phase.__class__ is Maintenance:
+        owner = phase.task
+        where = "maintenance task (its setup, say)"
+    else:
+        return
+    if owner is None:
+        return
+    task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    while task is not None:
+        if task is owner:
+            raise AgentReentrancyError(
+                f'{call} of agent "{agent.id}" was called from inside that agent\'s '
+                f"own {where}: it would wait for a turn that cannot start before "
+                "the current one ends. Queue the message with agent.followup() "
+                "instead, or await the agent from a task outside its turn"
+            )
+        nursery = task.parent_nursery
+        task = None if nursery is None else nursery.parent_task
 
 
 def abandon(agent: Agent, watch: TurnWatch) -> None:

@@ -154,6 +154,8 @@ async def drive(  # noqa: ASYNC910
     _initiator.set(agent)
     try:
         driver = agent._turn_driver()
+        # The task ``run``/``stream`` refuse to be awaited from (``refuse_reentry``).
+        driver._task = trio.lowlevel.current_task()
         while opened is not None:
             if not await driver.run_turn(opened):
                 break
@@ -162,6 +164,8 @@ async def drive(  # noqa: ASYNC910
             agent._enter(_running(CancelSignal(), phase.done, phase.turn, False))
             opened = agent._open_turn()
     finally:
+        if agent._driver is not None:
+            agent._driver._task = None
         phase = agent._phase
         wake = False
         if isinstance(phase, Running):

@@ -135,6 +135,7 @@ class TurnDriver:
         "_services",
         "_session",
         "_step",
+        "_task",
     )
 
     def __init__(self, agent: Agent, services: AgentServices) -> None:
@@ -145,6 +146,8 @@ class TurnDriver:
         self._attempts = Attempts(agent, services.bus, services.models)
         self._requests = StepRequests(agent, services)
         self._step = 0  # the step of the open turn (0 before its first step/start)
+        #: The driver task running this agent's turns now (``None`` between runs).
+        self._task: trio.lowlevel.Task | None = None
 
     def report_error(self, turn: int, step: int, exc: Exception) -> None:
         """Log ``exc`` and emit ``agent/error`` for ``turn``/``step``. Never blocks."""

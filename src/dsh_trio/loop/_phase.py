@@ -36,13 +36,17 @@ class Idle:
 
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class Maintenance:
-    """A ``run_maintenance`` task is active; waking input latches ``wake_requested``."""
+    """A ``run_maintenance`` task is active; waking input latches ``wake_requested``.
+
+    ``task`` is the trio task running it (the caller of ``run_maintenance``).
+    """
 
     status: ClassVar[AgentStatus] = AgentStatus.IDLE
 
     signal: CancelSignal
     done: trio.Event
     last_turn: int
+    task: trio.lowlevel.Task | None = None
     wake_requested: bool = False
 
 

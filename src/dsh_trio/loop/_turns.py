@@ -314,7 +314,9 @@ class TurnStream:
     of the turn's model attempts are buffered from the moment the message is queued,
     in an **unbounded** buffer: the turn never waits for a slow or absent reader, and
     the buffer holds at most one frame per streamed chunk of this turn (it is freed
-    with the stream). Leaving the ``async with`` block stops the buffering.
+    with the stream). Leaving the ``async with`` block stops the buffering; left
+    before the turn ended, it cancels the turn and waits for it to wind down (see
+    :meth:`Agent.stream`), unless the stream was opened with ``detach=True``.
 
     Example::
 
@@ -372,11 +374,13 @@ class TurnStream:
         Blocks until the turn's ``turn/end`` is written (returns at once, after a
         checkpoint, if it already is). Cancelling the caller only cancels this
         wait; the turn is cancelled when the exception leaves the ``async with``
-        block. Idempotent: every call returns an equal result.
+        block. Idempotent: every call returns an equal result, also after the
+        block (a turn the block cancelled is ``Aborted(UserCancel())``).
 
         Raises:
             TurnFailedError: ``check`` and the turn errored or was aborted.
-            RuntimeError: the ``async with`` block was left before the turn ended.
+            RuntimeError: the block of a ``detach=True`` stream was left before
+                the turn ended (it was not followed to its end).
         """
         return await self._agent._turn_outcome(self._watch, check=check)
 
@@ -387,19 +391,23 @@ class OpenTurnStream:
     Runtime use only; see :meth:`Agent.stream`.
     """
 
-    __slots__ = ("_agent", "_dispose", "_message", "_stream")
+    __slots__ = ("_agent", "_detach", "_dispose", "_message", "_stream")
 
-    def __init__(self, agent: Agent, message: UserMessage) -> None:
+    def __init__(
+        self, agent: Agent, message: UserMessage, *, detach: bool = False
+    ) -> None:
         self._agent = agent
         self._message = message
+        self._detach = detach
         self._stream: TurnStream | None = None
         self._dispose: Callable[[], None] | None = None
 
     async def __aenter__(self) -> TurnStream:
         if self._stream is not None:
             raise RuntimeError("an agent.stream(...) context can be entered only once")
-        await trio.lowlevel.checkpoint_if_cancelled()
         agent = self._agent
+        agent._refuse_reentry("stream()")
+        await trio.lowlevel.checkpoint_if_cancelled()
         watch = TurnWatch(self._message.id, frames=True)
 
         def on_frame(event: AssistantStream) -> None:
@@ -430,8 +438,10 @@ class OpenTurnStream:
         assert stream is not None and self._dispose is not None
         watch = stream._watch
         try:
-            if exc_type is not None:
-                self._agent._abandon(watch)
+            if not watch.settled and not self._detach:
+                # Left before the turn ended: cancel it and wait (shielded) for its
+                # turn/end. Returning None lets ``exc`` propagate as it is.
+                await self._agent._wind_down(watch)  # noqa: ASYNC102  # shielded inside; bounded: the turn's scope is cancelled
         finally:
             self._dispose()
             self._agent._unwatch(watch)
