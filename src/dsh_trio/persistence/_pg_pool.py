@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import trio
 
+from ._conninfo import mask_conninfo, mask_in
 from ._pg_schema import migrate
 
 if TYPE_CHECKING:
@@ -51,7 +52,10 @@ def describe_dsn(dsn: str) -> str:
     except psycopg.ProgrammingError:
         return "<unparsable DSN>"
     shown = {k: v for k, v in parts.items() if k in ("host", "port", "dbname", "user")}
-    return " ".join(f"{k}={v}" for k, v in shown.items()) or "<default DSN>"
+    # A dbname may itself be a connection string with a password in it.
+    return mask_conninfo(" ".join(f"{k}={v}" for k, v in shown.items())) or (
+        "<default DSN>"
+    )
 
 
 @attrs.define(eq=False)
@@ -100,13 +104,23 @@ class Pool:
     def connect(self) -> Conn:
         """A new connection in autocommit mode, the schema migrated (blocking)."""
         psycopg = import_psycopg()
+        refused: str | None = None
         try:
             conn = psycopg.connect(self.dsn, autocommit=True)
         except psycopg.OperationalError as exc:
             raise ConnectionError(
                 f"cannot connect to the PostgreSQL session store "
-                f"({describe_dsn(self.dsn)}): {str(exc).strip()}"
+                f"({describe_dsn(self.dsn)}): {mask_in(str(exc).strip(), self.dsn)}"
             ) from exc
+        except psycopg.ProgrammingError as exc:
+            # libpq could not read the string, and its message may quote it whole.
+            refused = mask_in(str(exc).strip(), self.dsn)
+        if refused is not None:
+            # Raised outside the handler: the unmasked error is not its context.
+            raise psycopg.ProgrammingError(
+                f"the PostgreSQL session store's connection string "
+                f"{mask_conninfo(self.dsn)!r} is not valid: {refused}"
+            )
         if not self._migrated:
             with self._migrate_lock:
                 if not self._migrated:
@@ -153,7 +167,7 @@ class Pool:
             conn.close()
             raise ConnectionError(
                 f"the PostgreSQL session store ({describe_dsn(self.dsn)}) failed: "
-                f"{str(exc).strip()}"
+                f"{mask_in(str(exc).strip(), self.dsn)}"
             ) from exc
 
     def close_sync(self) -> None:
