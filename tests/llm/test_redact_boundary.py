@@ -188,9 +188,14 @@ async def run_turn(
                 agent.followup(dsh.user_message("hello"))
                 await agent.when_idle()
                 text = repr(list(agent.session.events))
-    stored = b"".join(p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file())
+    stored = stored_bytes(root)
     assert stored, "the session was written"
     return Run(stored, errors, text)
+
+
+def stored_bytes(root: Path) -> bytes:
+    """Every byte of every file under ``root`` (the log and anything beside it)."""
+    return b"".join(p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file())
 
 
 def logged(caplog: pytest.LogCaptureFixture) -> str:
@@ -519,7 +524,9 @@ def test_streamed_text_ending_in_a_cut_off_key_is_redacted_as_a_whole(
     secret = "ab-ab-ab-abx-ab"
     text = before + secret[: len(secret) - missing]
     points = sorted({min(s, len(text)) for s in splits})
-    fragments = [text[i:j] for i, j in zip([0, *points], [*points, len(text)])]
+    fragments = [
+        text[i:j] for i, j in zip([0, *points], [*points, len(text)], strict=True)
+    ]
     stream = StreamText(secret)
     shown = "".join(stream.push(f) for f in fragments) + stream.flush()
     assert shown == clean(text, secret)

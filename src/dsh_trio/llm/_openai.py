@@ -9,7 +9,8 @@ runtime's business, never the adapter's.
 This module holds the adapter and its transport loop. The request body is built in
 ``_openai_request``, event payloads become chunks in ``_openai_sse``, and failures are
 classified in ``_openai_errors``; every string the server sends is made safe (API key
-redacted, invalid Unicode repaired) by ``_redact`` on its way in.
+redacted, invalid Unicode repaired) by ``_redact`` on its way in, and every exception
+that leaves :meth:`OpenAICompatibleAdapter.stream` passes ``adapter_failure`` there.
 """
 
 from __future__ import annotations
@@ -130,13 +131,27 @@ class OpenAICompatibleAdapter:
 
     The API key is sent only in the ``Authorization`` header; it never appears in
     this object's repr. Every string the server or the transport supplies (error
-    messages and codes, ``x-request-id``, finish reasons, the text of a malformed
-    event, streamed text and tool calls) has the key redacted before it reaches an
-    error, a chunk, the log or the session; a key shorter than 8 characters is
-    redacted only where it stands as a whole token. Streamed text that is not valid
-    Unicode (a lone surrogate such as ``"\\ud800"``) is repaired with U+FFFD, and
-    a surrogate pair split across two events is joined; a repair is logged as a
-    warning on the ``dsh_trio`` logger.
+    messages and codes, ``x-request-id``, the reason phrase, finish reasons, the
+    text of a malformed event, streamed text and tool calls) has the key redacted
+    before it reaches an error, a chunk, the log or the session; a key shorter than
+    8 characters is redacted only where it stands as a whole token, and a key cut
+    off at the end of a string (8 characters of its start or more: a server that
+    truncates what it echoes) is redacted too. Streamed text is the model's output,
+    and it is redacted as well: a model that repeats the key it was shown must not
+    store it (the cost, one character test per event, is paid only with a key).
+    Any exception that ends a stream, whatever its type (an ``httpx`` error, a
+    custom transport's or a proxy library's exception, a bug), leaves as an
+    :class:`~dsh_trio.errors.LlmError` with its text redacted (``UNKNOWN`` for
+    one that is not an ``httpx`` or dsh_trio error); the original is kept as the
+    cause only when it renders without the key. URLs in messages and the repr
+    show the key and a ``user:password@`` password as ``***``. While the adapter
+    lives, a filter on the ``httpx``, ``httpcore`` and ``hpack`` loggers (added
+    once, levels left alone) redacts the key and the URL's password from their
+    records, which quote URLs, reason phrases and headers.
+
+    Streamed text that is not valid Unicode (a lone surrogate such as
+    ``"\\ud800"``) is repaired with U+FFFD, and a surrogate pair split across two
+    events is joined; a repair is logged as a warning on the ``dsh_trio`` logger.
 
     Without ``client``, the adapter owns an ``httpx.AsyncClient``; close it with
     :meth:`aclose` or use the adapter as an async context manager. An injected
@@ -330,7 +345,8 @@ class OpenAICompatibleAdapter:
                 ``SERVER``), the connection failed or timed out (``TRANSPORT``,
                 ``TIMEOUT``; also when ``request_timeout_s`` or ``idle_timeout_s``
                 ran out), or the stream was malformed (``MALFORMED_RESPONSE``) or
-                cut short (``TRANSPORT``).
+                cut short (``TRANSPORT``); any other exception (a custom
+                transport's) is ``UNKNOWN``, its text redacted.
         """
         check_deepseek_model(self._base_url, request.model)
         body = request_body(
@@ -465,6 +481,7 @@ class OpenAICompatibleAdapter:
             # Raised here, outside the handler, so the original exception is not
             # its hidden context: it is the cause only when it renders without the key.
             raise failed
+        return  # noqa: ASYNC911  # only after the response's `async with` exited (a checkpoint)
 
     def _overdue(self) -> LlmFailure:
         return LlmFailure(

@@ -1,11 +1,14 @@
 """Text from a model server, made safe to show and store: no API key, valid Unicode.
 
 Everything a server or its transport sends (error messages, codes, headers, the text of
-an event, streamed content) passes through here before it reaches an error, the log or
-the session. :func:`redact` is the one place the API key is removed; :func:`repair_unicode`
-replaces what UTF-8 cannot encode (lone surrogates, as JSON's ``"\\ud800"`` decodes).
-:class:`StreamText` applies both to text that arrives in fragments, so a key or an
-emoji's surrogate pair split across two events is handled as if it had come whole.
+an event, streamed content, the text of any exception) passes through here before it
+reaches an error, the log or the session. :func:`redact` is the one place the API key is
+removed (also a key cut off at the end of a string); :func:`repair_unicode` replaces what
+UTF-8 cannot encode (lone surrogates, as JSON's ``"\\ud800"`` decodes). :class:`StreamText`
+applies both to text that arrives in fragments, so a key or an emoji's surrogate pair
+split across two events is handled as if it had come whole. :func:`shown_url` is a URL
+as messages show it, and :func:`guard_logs` keeps the key out of the records the HTTP
+stack logs itself (httpx, httpcore, hpack), which no adapter code formats.
 """
 
 from __future__ import annotations

@@ -102,25 +102,14 @@ class Pool:
             self._counts[kind] += n
 
     def connect(self) -> Conn:
-        """A new connection in autocommit mode, the schema migrated (blocking)."""
-        psycopg = import_psycopg()
-        refused: str | None = None
-        try:
-            conn = psycopg.connect(self.dsn, autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise ConnectionError(
-                f"cannot connect to the PostgreSQL session store "
-                f"({describe_dsn(self.dsn)}): {mask_in(str(exc).strip(), self.dsn)}"
-            ) from exc
-        except psycopg.ProgrammingError as exc:
-            # libpq could not read the string, and its message may quote it whole.
-            refused = mask_in(str(exc).strip(), self.dsn)
-        if refused is not None:
-            # Raised outside the handler: the unmasked error is not its context.
-            raise psycopg.ProgrammingError(
-                f"the PostgreSQL session store's connection string "
-                f"{mask_conninfo(self.dsn)!r} is not valid: {refused}"
-            )
+        """A new connection in autocommit mode, the schema migrated (blocking).
+
+        Raises:
+            ConnectionError: the server cannot be reached.
+            psycopg.ProgrammingError: libpq cannot read the connection string (the
+                message shows it with its password masked).
+        """
+        conn = self._open()
         if not self._migrated:
             with self._migrate_lock:
                 if not self._migrated:
@@ -131,6 +120,24 @@ class Pool:
                         raise
                     self._migrated = True
         return conn
+
+    def _open(self) -> Conn:
+        psycopg = import_psycopg()
+        try:
+            return psycopg.connect(self.dsn, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise ConnectionError(
+                f"cannot connect to the PostgreSQL session store "
+                f"({describe_dsn(self.dsn)}): {mask_in(str(exc).strip(), self.dsn)}"
+            ) from exc
+        except psycopg.ProgrammingError as exc:
+            # libpq could not read the string, and its message may quote it whole.
+            refused = mask_in(str(exc).strip(), self.dsn)
+        # Raised outside the handler: the unmasked error is not its context.
+        raise psycopg.ProgrammingError(
+            f"the PostgreSQL session store's connection string "
+            f"{mask_conninfo(self.dsn)!r} is not valid: {refused}"
+        )
 
     async def run(self, fn: Callable[[Conn], T]) -> T:
         """Run ``fn(connection)`` in a worker thread with a pooled connection.
