@@ -13,12 +13,13 @@ record (``caplog``, httpx's own included) and the exceptions.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,11 @@ from dsh_trio.llm._redact import (
     redact,
     shown_url,
 )
+from dsh_trio.llm._runtime import stream_model
 from dsh_trio.llm._types import ModelRequest
 from dsh_trio.values import (
     BlockEnd,
+    BlockStart,
     Finish,
     SessionId,
     TextBlock,
@@ -252,6 +255,70 @@ async def test_an_exception_of_any_type_leaves_no_trace_in_file_events_or_logs(
     assert not leaks(run.stored)
     assert not leaks(run.text)
     assert caplog.records, "the failure was logged"
+    assert not leaks(logged(caplog))
+
+
+class Breaking(httpx.AsyncByteStream):
+    """A response body that sends one event, then fails (or fails when closed)."""
+
+    def __init__(self, header: str, *, on_close: bool) -> None:
+        self.header, self.on_close = header, on_close
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b"data: " + json.dumps(delta(content="hi")).encode() + b"\n\n"
+        await trio.lowlevel.checkpoint()
+        if not self.on_close:
+            raise RuntimeError(f"connection lost, header {self.header}")
+        yield b"data: " + json.dumps(delta(content=" there")).encode() + b"\n\n"
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+        if self.on_close:
+            raise RuntimeError(f"close failed, header {self.header}")
+
+
+def breaking(*, on_close: bool) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Breaking(auth(request), on_close=on_close))
+
+    return httpx.MockTransport(handler)
+
+
+async def test_an_exception_in_the_middle_of_the_body_is_redacted(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    chunks, error = await stream_once(breaking(on_close=False))
+    assert [c.text for c in chunks if isinstance(c, TextDelta)] == ["hi"]
+    assert error is not None
+    assert error.failure.message == "connection lost, header Bearer ***"
+    assert not leaks(rendered(error))
+    run = await run_turn(breaking(on_close=False), tmp_path)
+    assert not leaks(run.error_text()) and not leaks(run.stored)
+    assert not leaks(logged(caplog))
+
+
+async def test_an_exception_while_closing_early_is_redacted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with httpx.AsyncClient(transport=breaking(on_close=True)) as client:
+        adapter = OpenAICompatibleAdapter(URL, api_key=KEY, client=client)
+        stream = adapter.stream(make_request())
+        assert isinstance(await anext(stream), BlockStart)
+        with pytest.raises(LlmError) as caught:
+            await stream.aclose()
+    assert caught.value.failure.message == "close failed, header Bearer ***"
+    assert not leaks(rendered(caught.value))
+    # Through the runtime's wrapper, which logs a failing close.
+    async with httpx.AsyncClient(transport=breaking(on_close=True)) as client:
+        adapter = OpenAICompatibleAdapter(URL, api_key=KEY, client=client)
+        async with contextlib.aclosing(stream_model(adapter, make_request())) as chunks:
+            async for _ in chunks:
+                break
+    assert "closing the model stream" in logged(caplog)
     assert not leaks(logged(caplog))
 
 
