@@ -106,6 +106,8 @@ def cut_key_at_end(text: str, secret: str) -> int | None:
     if longest < KEY_PREFIX:
         return None
     head = secret[:KEY_PREFIX]
+    if head not in text:  # the usual string: no start of the key at all
+        return None
     last = len(text) - KEY_PREFIX
     at = text.find(head, max(0, len(text) - longest))
     while at != -1 and at <= last:
