@@ -229,6 +229,12 @@ async def test_the_cause_is_kept_only_when_it_renders_without_the_key() -> None:
     assert isinstance(error.__cause__, RuntimeError)
     assert str(error.__cause__) == "proxy refused Bearer ***"
     assert error.failure.message == "proxy refused Bearer ***"
+    # An LlmError of the transport's own keeps its code, and its failure (which
+    # quoted the key) is not kept as the cause.
+    _, error = await stream_once(Raising(FOREIGN["LlmError"]))
+    assert error is not None
+    assert (error.failure.message, error.failure.code) == ("bad Bearer ***", "AUTH")
+    assert error.__cause__ is None
     # A custom __str__ still quotes the key after its arguments are scrubbed: dropped,
     # and not kept as a hidden context either.
     _, error = await stream_once(Raising(FOREIGN["custom __str__"]))

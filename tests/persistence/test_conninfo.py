@@ -213,7 +213,9 @@ async def test_the_store_refuses_an_unreadable_string_without_quoting_it(
     assert "is not valid" in text
     assert "s3cret" not in text and "Pa55" not in text
     assert caught.value.__context__ is None
+    # Nor do the reprs of the store and of what holds its pool.
     assert "s3cret" not in repr(store)
+    assert "s3cret" not in repr(store._heartbeat)
 
 
 def test_describe_dsn_and_mask_in() -> None:

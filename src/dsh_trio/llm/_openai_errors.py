@@ -325,7 +325,8 @@ def adapter_failure(exc: Exception, url: str, secret: str | None) -> LlmError:
         )
         if fixed == failure and safe:
             return exc
-        error = LlmError(fixed)
+        # Its ``failure`` still holds the key: not kept as the cause either.
+        error, safe = LlmError(fixed), False
     else:
         error = LlmError(LlmFailure(clean(error_chain(exc), secret), "UNKNOWN"))
     error.__cause__ = exc if safe else None

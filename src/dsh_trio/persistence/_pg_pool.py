@@ -62,7 +62,7 @@ def describe_dsn(dsn: str) -> str:
 class Pool:
     """At most ``size`` connections to ``dsn``, each used by one worker thread at a time."""
 
-    dsn: str
+    dsn: str = attrs.field(repr=lambda dsn: repr(mask_conninfo(dsn)))
     size: int = 4
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
     _idle: list[Conn] = attrs.field(init=False, factory=list)
