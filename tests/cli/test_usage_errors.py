@@ -45,7 +45,7 @@ CASES: list[tuple[list[str], dict[str, str], str]] = [
     (
         ["show", "x", "--store", f"user=me password='{SECRET} 2'"],
         {},
-        '--store must be a postgresql:// URI, got "user=me password=***"',
+        "--store must be a postgresql:// URI, got 'user=me password=***'",
     ),
     (
         ["chat", "--store", f"mysql://me:{SECRET}@db/app", "hi"],

@@ -13,7 +13,6 @@ import contextlib
 import os
 import shlex
 import sys
-import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
@@ -22,7 +21,12 @@ import trio
 from ..errors import SessionNotFoundError
 from ..nursery import Runtime
 from ..persistence import JsonlPersistence
-from ..persistence.postgres import PostgresPersistence, export_session, import_session
+from ..persistence.postgres import (
+    PostgresPersistence,
+    export_session,
+    import_session,
+    mask_conninfo,
+)
 from ..values import SessionHeader
 from ._checks import check_export_root, check_import_file
 from ._config import UsageError
@@ -93,9 +97,12 @@ def store_of(
     flag = getattr(args, "store", None)
     dsn = flag or environ.get(STORE_ENV) or None
     if dsn is not None and not dsn.startswith(_SCHEMES):
-        # The message goes through redact() in main: a password in it is not shown.
+        # Shown with its password masked, in whatever form libpq reads it (main's
+        # redact() is a second net for every message).
         what = "--store" if flag else f"${STORE_ENV}"
-        raise UsageError(f"{what} must be a postgresql:// URI, got {dsn!r}")
+        raise UsageError(
+            f"{what} must be a postgresql:// URI, got {mask_conninfo(dsn)!r}"
+        )
     return dsn
 
 
@@ -112,22 +119,7 @@ def store_hint(args: argparse.Namespace) -> str:
     dsn = getattr(args, "store", None)
     if not dsn:
         return ""
-    return f" --store {shlex.quote(_without_password(dsn))}"
-
-
-def _without_password(dsn: str) -> str:
-    """``dsn`` (a ``postgresql://`` URI) with any password replaced by ``***``."""
-    parts = urllib.parse.urlsplit(dsn)
-    netloc = parts.netloc
-    users, at, hosts = netloc.rpartition("@")
-    if at and ":" in users:
-        netloc = f"{users.split(':', 1)[0]}:***@{hosts}"
-    query = "&".join(
-        f"{key}=***" if key.strip().lower() == "password" else item
-        for item in parts.query.split("&")
-        for key in [item.split("=", 1)[0]]
-    )
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+    return f" --store {shlex.quote(mask_conninfo(dsn))}"
 
 
 def log_location(store: object, header: SessionHeader) -> str | None:

@@ -9,7 +9,8 @@ runtime's business, never the adapter's.
 This module holds the adapter and its transport loop. The request body is built in
 ``_openai_request``, event payloads become chunks in ``_openai_sse``, and failures are
 classified in ``_openai_errors``; every string the server sends is made safe (API key
-redacted, invalid Unicode repaired) by ``_redact`` on its way in.
+redacted, invalid Unicode repaired) by ``_redact`` on its way in, and every exception
+that leaves :meth:`OpenAICompatibleAdapter.stream` passes ``adapter_failure`` there.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ import trio
 from ..errors import LlmError
 from ..values import LlmFailure, StreamChunk
 from ._deepseek import check_deepseek_model, is_deepseek_url
-from ._openai_errors import REDACTED, http_error, transport_error
+from ._openai_errors import REDACTED, adapter_failure, http_error, scrub_exception
 from ._openai_request import request_body
 from ._openai_sse import Translator
+from ._redact import LogGuard, guard_logs, shown_url, url_password
 from ._types import ModelRequest
 
 __all__ = ["OpenAICompatibleAdapter"]
@@ -129,13 +131,27 @@ class OpenAICompatibleAdapter:
 
     The API key is sent only in the ``Authorization`` header; it never appears in
     this object's repr. Every string the server or the transport supplies (error
-    messages and codes, ``x-request-id``, finish reasons, the text of a malformed
-    event, streamed text and tool calls) has the key redacted before it reaches an
-    error, a chunk, the log or the session; a key shorter than 8 characters is
-    redacted only where it stands as a whole token. Streamed text that is not valid
-    Unicode (a lone surrogate such as ``"\\ud800"``) is repaired with U+FFFD, and
-    a surrogate pair split across two events is joined; a repair is logged as a
-    warning on the ``dsh_trio`` logger.
+    messages and codes, ``x-request-id``, the reason phrase, finish reasons, the
+    text of a malformed event, streamed text and tool calls) has the key redacted
+    before it reaches an error, a chunk, the log or the session; a key shorter than
+    8 characters is redacted only where it stands as a whole token, and a key cut
+    off at the end of a string (8 characters of its start or more: a server that
+    truncates what it echoes) is redacted too. Streamed text is the model's output,
+    and it is redacted as well: a model that repeats the key it was shown must not
+    store it (the cost, one character test per event, is paid only with a key).
+    Any exception that ends a stream, whatever its type (an ``httpx`` error, a
+    custom transport's or a proxy library's exception, a bug), leaves as an
+    :class:`~dsh_trio.errors.LlmError` with its text redacted (``UNKNOWN`` for
+    one that is not an ``httpx`` or dsh_trio error); the original is kept as the
+    cause only when it renders without the key. URLs in messages and the repr
+    show the key and a ``user:password@`` password as ``***``. While the adapter
+    lives, a filter on the ``httpx``, ``httpcore`` and ``hpack`` loggers (added
+    once, levels left alone) redacts the key and the URL's password from their
+    records, which quote URLs, reason phrases and headers.
+
+    Streamed text that is not valid Unicode (a lone surrogate such as
+    ``"\\ud800"``) is repaired with U+FFFD, and a surrogate pair split across two
+    events is joined; a repair is logged as a warning on the ``dsh_trio`` logger.
 
     Without ``client``, the adapter owns an ``httpx.AsyncClient``; close it with
     :meth:`aclose` or use the adapter as an async context manager. An injected
@@ -198,6 +214,7 @@ class OpenAICompatibleAdapter:
 
     _base_url: str
     _url: str
+    _shown_url: str
     _api_key: str | None
     _client: httpx.AsyncClient
     _owns_client: bool
@@ -208,6 +225,7 @@ class OpenAICompatibleAdapter:
     _max_tokens_field: str
     _reasoning_passback: bool
     _thinking_switch: bool
+    _log_guard: LogGuard | None
 
     def __init__(
         self,
@@ -263,9 +281,11 @@ class OpenAICompatibleAdapter:
             reasoning_passback = deepseek
         if thinking_switch is None:
             thinking_switch = deepseek
+        url = f"{base}/chat/completions"
         self.__attrs_init__(
             base,
-            f"{base}/chat/completions",
+            url,
+            shown_url(url, api_key),
             api_key,
             client if client is not None else httpx.AsyncClient(timeout=http_timeout),
             client is None,
@@ -276,11 +296,15 @@ class OpenAICompatibleAdapter:
             max_tokens_field,
             reasoning_passback,
             thinking_switch,
+            # httpx logs every request's URL and reason phrase: the key, and a
+            # password in base_url, are redacted there while this adapter lives.
+            guard_logs(api_key, url_password(base)),
         )
 
     def __repr__(self) -> str:
         key = REDACTED if self._api_key is not None else None
-        return f"OpenAICompatibleAdapter(base_url={self._base_url!r}, api_key={key!r})"
+        shown = shown_url(self._base_url, self._api_key)
+        return f"OpenAICompatibleAdapter(base_url={shown!r}, api_key={key!r})"
 
     async def aclose(self) -> None:
         """Close the adapter's own HTTP client (an injected client stays open).
@@ -321,7 +345,8 @@ class OpenAICompatibleAdapter:
                 ``SERVER``), the connection failed or timed out (``TRANSPORT``,
                 ``TIMEOUT``; also when ``request_timeout_s`` or ``idle_timeout_s``
                 ran out), or the stream was malformed (``MALFORMED_RESPONSE``) or
-                cut short (``TRANSPORT``).
+                cut short (``TRANSPORT``); any other exception (a custom
+                transport's) is ``UNKNOWN``, its text redacted.
         """
         check_deepseek_model(self._base_url, request.model)
         body = request_body(
@@ -335,6 +360,7 @@ class OpenAICompatibleAdapter:
         translator = Translator(secret)
         idle = self._idle_timeout
         deadline = trio.current_time() + self._request_timeout
+        failed: LlmError | None = None
         try:
             # The response stays open across the yields below; the consumer closes
             # this generator, which closes the response (ASYNC119). No cancel scope
@@ -357,7 +383,7 @@ class OpenAICompatibleAdapter:
                 if not response.is_success:
                     raise http_error(
                         response,
-                        self._url,
+                        self._shown_url,
                         secret,
                         reasoning_passback=self._reasoning_passback,
                     )
@@ -432,27 +458,41 @@ class OpenAICompatibleAdapter:
                     # first real wait raises Cancelled inside them. Never blocks.
                     with trio.move_on_after(0, shield=True):
                         await _read_rest(lines)
-        except httpx.RequestError as exc:
-            raise transport_error(exc, self._url, secret) from exc
+        except Exception as exc:
+            # Whatever its type (a transport error, a custom transport's or a proxy
+            # library's exception, a bug), its text is redacted here, the one exit.
+            failed = adapter_failure(exc, self._shown_url, secret)
+            if failed is exc:
+                raise
+        except (
+            BaseException
+        ) as exc:  # Cancelled, GeneratorExit...: as they are, scrubbed
+            scrub_exception(exc, secret)
+            raise
         finally:
             if translator.repaired:
                 _logger.warning(
                     "the stream from %s carried %d code point(s) that are not valid "
                     "Unicode (lone surrogates); they were replaced by U+FFFD",
-                    self._url,
+                    self._shown_url,
                     translator.repaired,
                 )
+        if failed is not None:
+            # Raised here, outside the handler, so the original exception is not
+            # its hidden context: it is the cause only when it renders without the key.
+            raise failed
+        return  # noqa: ASYNC911  # only after the response's `async with` exited (a checkpoint)
 
     def _overdue(self) -> LlmFailure:
         return LlmFailure(
-            f"the request to {self._url} took longer than "
+            f"the request to {self._shown_url} took longer than "
             f"request_timeout_s={self._request_timeout:g}",
             "TIMEOUT",
         )
 
     def _idle(self) -> LlmFailure:
         return LlmFailure(
-            f"the stream from {self._url} sent nothing for "
+            f"the stream from {self._shown_url} sent nothing for "
             f"idle_timeout_s={self._idle_timeout:g} seconds",
             "TIMEOUT",
         )

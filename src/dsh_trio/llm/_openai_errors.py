@@ -1,10 +1,12 @@
 """Failures of an OpenAI-compatible server, as :class:`LlmError` values with no secret in them.
 
-Three kinds of failure reach the adapter: an HTTP error status (:func:`http_error`), a
-transport failure before or during the response (:func:`transport_error`), and an
-error event inside a ``200`` stream (:func:`stream_failure`). Each is classified into
-the reference's failure codes here, and every string the server or the transport
-supplies (message, code, ``x-request-id``, exception text) passes through
+Four kinds of failure reach the adapter: an HTTP error status (:func:`http_error`), a
+transport failure before or during the response (:func:`transport_error`), an error
+event inside a ``200`` stream (:func:`stream_failure`), and any other exception out of
+the transport or the adapter's own code (:func:`adapter_failure`, which every exception
+leaving the stream passes). Each is classified into the reference's failure codes here,
+and every string the server or the transport supplies (message, code, ``x-request-id``,
+exception text, whatever the exception's type) passes through
 :func:`~dsh_trio.llm._redact.clean` first: :func:`redact` there is the one place the
 API key is kept out of error messages, logs and session files.
 """
@@ -15,14 +17,17 @@ import json
 import math
 from typing import Final
 
+import attrs
 import httpx  # noqa: ASYNC127  # the public contract takes an httpx.AsyncClient
 
 from ..errors import LlmError
 from ..values import LlmFailure
 from ._redact import REDACTED, clean, redact
+from ._runtime import error_chain
 
 __all__ = [
     "REDACTED",
+    "adapter_failure",
     "as_str",
     "clean",
     "http_error",
@@ -181,24 +186,28 @@ def _request_id(headers: httpx.Headers, secret: str | None) -> str | None:
 def transport_error(exc: httpx.RequestError, url: str, secret: str | None) -> LlmError:
     """A connection that failed or timed out (``TIMEOUT``, ``INVALID_REQUEST``, ``TRANSPORT``).
 
-    ``exc`` becomes the cause of the returned error, so its chain is scrubbed of the
-    key too (:func:`scrub_exception`).
+    Only the failure: :func:`adapter_failure` scrubs ``exc`` and decides whether it
+    is kept as the cause.
     """
-    scrub_exception(exc, secret)
     if isinstance(exc, httpx.TimeoutException):
         return LlmError(
             LlmFailure(f"request to {url} timed out ({type(exc).__name__})", "TIMEOUT")
         )
+    detail = clean(_text(exc), secret) or type(exc).__name__
     if isinstance(exc, httpx.UnsupportedProtocol):
         return LlmError(
-            LlmFailure(
-                f"cannot send to {url}: {clean(str(exc), secret)}", "INVALID_REQUEST"
-            )
+            LlmFailure(f"cannot send to {url}: {detail}", "INVALID_REQUEST")
         )
-    detail = clean(str(exc), secret) or type(exc).__name__
     return LlmError(
         LlmFailure(f"transport error talking to {url}: {detail}", "TRANSPORT")
     )
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a hostile __str__
+        return ""
 
 
 def stream_failure(error: object, secret: str | None) -> LlmFailure:
@@ -241,15 +250,19 @@ def stream_failure(error: object, secret: str | None) -> LlmFailure:
     return LlmFailure(text[:_MAX_ERROR_TEXT], code, status=status)
 
 
-def scrub_exception(exc: BaseException, secret: str | None) -> None:
-    """Redact ``secret`` from the text arguments of ``exc`` and of its causes and contexts.
+def scrub_exception(exc: BaseException, secret: str | None) -> bool:
+    """Redact ``secret`` from ``exc`` and its causes, contexts and group members.
 
-    A transport exception (and the lower-level ones it chains) may quote what the
-    server sent; it stays attached to the adapter's error as its cause, so whoever
-    prints a traceback must not find the key in it. Never blocks.
+    The text arguments and the notes of each exception are redacted in place: an
+    exception that stays attached to the adapter's error (its cause), or that goes
+    on propagating, must not show the key to whoever prints a traceback. Returns
+    whether every exception of the chain now renders (``str`` and ``repr``) without
+    the key; one whose text does not come from its arguments (a custom
+    ``__str__``) may still quote it, and is then not fit to keep. Never blocks.
     """
     if not secret:
-        return
+        return True
+    safe = True
     seen: set[int] = set()
     stack: list[BaseException] = [exc]
     while stack:
@@ -257,16 +270,68 @@ def scrub_exception(exc: BaseException, secret: str | None) -> None:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if any(isinstance(arg, str) and secret in arg for arg in current.args):
+        args = current.args
+        if any(isinstance(arg, str) and redact(arg, secret) is not arg for arg in args):
             current.args = tuple(
-                redact(arg, secret) if isinstance(arg, str) else arg
-                for arg in current.args
+                redact(arg, secret) if isinstance(arg, str) else arg for arg in args
             )
+        notes = getattr(current, "__notes__", None)
+        if isinstance(notes, list):
+            notes[:] = [
+                redact(note, secret) if isinstance(note, str) else note
+                for note in notes
+            ]
+        safe = safe and _renders_safely(current, secret)
         if isinstance(current, BaseExceptionGroup):
             stack.extend(current.exceptions)
         for linked in (current.__cause__, current.__context__):
             if linked is not None:
                 stack.append(linked)
+    return safe
+
+
+def _renders_safely(exc: BaseException, secret: str) -> bool:
+    try:
+        shown = f"{exc!s} {exc!r}"
+    except Exception:  # a hostile __str__: nothing a traceback prints can be trusted
+        return False
+    return redact(shown, secret) is shown
+
+
+def adapter_failure(exc: Exception, url: str, secret: str | None) -> LlmError:
+    """The :class:`LlmError` for an exception that ended a stream, key redacted.
+
+    An ``httpx.RequestError`` is classified by :func:`transport_error`; an
+    :class:`LlmError` keeps its failure; any other exception (whatever a custom
+    transport, a proxy library or a bug raised) becomes an ``UNKNOWN`` failure whose
+    message is its error chain (``message: cause: ...``). Every text of the result
+    is redacted, and ``exc`` becomes its cause only when its whole chain renders
+    without the key after :func:`scrub_exception`; the caller raises the result
+    outside the ``except`` block, so ``exc`` is no hidden context either. Never
+    blocks.
+    """
+    safe = scrub_exception(exc, secret)
+    if isinstance(exc, httpx.RequestError):
+        error = transport_error(exc, url, secret)
+    elif isinstance(exc, LlmError):
+        failure = exc.failure
+        fixed = attrs.evolve(
+            failure,
+            message=clean(failure.message, secret),
+            code=clean(failure.code, secret),
+            request_id=None
+            if failure.request_id is None
+            else clean(failure.request_id, secret),
+        )
+        if fixed == failure and safe:
+            return exc
+        # Its ``failure`` still holds the key: not kept as the cause either.
+        error, safe = LlmError(fixed), False
+    else:
+        error = LlmError(LlmFailure(clean(error_chain(exc), secret), "UNKNOWN"))
+    error.__cause__ = exc if safe else None
+    error.__suppress_context__ = True
+    return error
 
 
 def _error_details(response: httpx.Response) -> tuple[str, str | None]:

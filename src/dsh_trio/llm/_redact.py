@@ -1,34 +1,51 @@
 """Text from a model server, made safe to show and store: no API key, valid Unicode.
 
 Everything a server or its transport sends (error messages, codes, headers, the text of
-an event, streamed content) passes through here before it reaches an error, the log or
-the session. :func:`redact` is the one place the API key is removed; :func:`repair_unicode`
-replaces what UTF-8 cannot encode (lone surrogates, as JSON's ``"\\ud800"`` decodes).
-:class:`StreamText` applies both to text that arrives in fragments, so a key or an
-emoji's surrogate pair split across two events is handled as if it had come whole.
+an event, streamed content, the text of any exception) passes through here before it
+reaches an error, the log or the session. :func:`redact` is the one place the API key is
+removed (also a key cut off at the end of a string); :func:`repair_unicode` replaces what
+UTF-8 cannot encode (lone surrogates, as JSON's ``"\\ud800"`` decodes). :class:`StreamText`
+applies both to text that arrives in fragments, so a key or an emoji's surrogate pair
+split across two events is handled as if it had come whole. :func:`shown_url` is a URL
+as messages show it, and :func:`guard_logs` keeps the key out of the records the HTTP
+stack logs itself (httpx, httpcore, hpack), which no adapter code formats.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import re
+import threading
+import weakref
+from collections.abc import Iterable
 from typing import Final
 
 from ..values import utf8_ok
 
 __all__ = [
+    "KEY_PREFIX",
     "REDACTED",
     "SHORT_SECRET",
     "StreamText",
+    "GUARDED_LOGGERS",
+    "LogGuard",
     "clean",
+    "cut_key_at_end",
+    "guard_logs",
     "redact",
+    "redact_all",
     "repair_unicode",
+    "shown_url",
+    "url_password",
 ]
 
 #: What a secret is replaced with.
 REDACTED: Final = "***"
 #: Keys shorter than this are redacted only as whole tokens (see :func:`redact`).
 SHORT_SECRET: Final = 8
+#: The shortest start of a key that is redacted where it ends a string (see :func:`redact`).
+KEY_PREFIX: Final = 8
 #: What :func:`repair_unicode` puts in place of a code point UTF-8 cannot encode.
 REPLACEMENT: Final = "\ufffd"
 
@@ -47,16 +64,106 @@ def redact(text: str, secret: str | None) -> str:
     """``text`` with the API key ``secret`` replaced by ``***``.
 
     A key of :data:`SHORT_SECRET` (8) characters or more is replaced wherever it
-    occurs; a shorter one only where it stands as a whole token (not next to a
-    letter, digit, ``_`` or ``-``), so redacting ``"abc"`` leaves ``"abcdef"`` and
-    ordinary words alone. Matching is case-sensitive: redact before changing case.
-    Never blocks.
+    occurs, and so is a cut-off key at the end of ``text``: a prefix of the key of
+    at least :data:`KEY_PREFIX` (8) characters that ends the string (a server that
+    truncates what it echoes, a stream cut short). A prefix elsewhere is left: it is
+    no key, and a common start such as ``sk-proj-`` is no secret. A shorter key is
+    replaced only where it stands as a whole token (not next to a letter, digit,
+    ``_`` or ``-``), so redacting ``"abc"`` leaves ``"abcdef"`` and ordinary words
+    alone. Matching is case-sensitive: redact before changing case. ``text`` itself
+    is returned when nothing was replaced. Never blocks.
+
+    Example::
+
+        >>> redact("key sk-0123456789abcdef, again sk-0123456789", "sk-0123456789abcdef")
+        'key ***, again ***'
     """
-    if not secret or secret not in text:
+    if not secret:
         return text
-    if len(secret) >= SHORT_SECRET:
-        return text.replace(secret, REDACTED)
-    return _pattern(secret).sub(REDACTED, text)
+    if len(secret) < SHORT_SECRET:
+        if secret not in text:
+            return text
+        return _pattern(secret).sub(REDACTED, text)
+    if secret in text:
+        # ``split`` cuts where ``replace`` would: left to right, without overlaps.
+        pieces = text.split(secret)
+        last = pieces[-1]
+        cut = cut_key_at_end(last, secret)
+        if cut is not None:
+            pieces[-1] = last[:cut] + REDACTED
+        return REDACTED.join(pieces)
+    cut = cut_key_at_end(text, secret)
+    return text if cut is None else text[:cut] + REDACTED
+
+
+def cut_key_at_end(text: str, secret: str) -> int | None:
+    """Where a cut-off key that ends ``text`` starts, or ``None``.
+
+    A cut-off key is a proper prefix of ``secret`` of at least :data:`KEY_PREFIX`
+    characters; the longest one that ends ``text`` counts. Never blocks.
+    """
+    longest = len(secret) - 1
+    if longest < KEY_PREFIX:
+        return None
+    head = secret[:KEY_PREFIX]
+    if head not in text:  # the usual string: no start of the key at all
+        return None
+    last = len(text) - KEY_PREFIX
+    at = text.find(head, max(0, len(text) - longest))
+    while at != -1 and at <= last:
+        if secret.startswith(text[at:]):
+            return at
+        at = text.find(head, at + 1)
+    return None
+
+
+def redact_all(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` redacted (:func:`redact`), longest first."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = redact(text, secret)
+    return text
+
+
+def _userinfo(url: str) -> tuple[int, int, int] | None:
+    """``(start, colon, end)`` of a URL's ``user:password`` part, or ``None``."""
+    scheme = url.find("://")
+    if scheme == -1:
+        return None
+    start = scheme + 3
+    end = len(url)
+    for stop in "/?#":
+        found = url.find(stop, start)
+        if found != -1:
+            end = min(end, found)
+    at = url.rfind("@", start, end)
+    colon = url.find(":", start, at) if at != -1 else -1
+    return None if colon == -1 else (start, colon, at)
+
+
+def url_password(url: str) -> str | None:
+    """The password written in ``url`` (``scheme://user:password@host``), or ``None``.
+
+    >>> url_password("https://me:pw@llm.test/v1")
+    'pw'
+    """
+    found = _userinfo(url)
+    if found is None:
+        return None
+    _, colon, at = found
+    return url[colon + 1 : at] or None
+
+
+def shown_url(url: str, secret: str | None) -> str:
+    """``url`` as messages show it: its password as ``***``, the key redacted.
+
+    >>> shown_url("https://me:pw@llm.test/v1?key=sk-0123456789abcdef", "sk-0123456789abcdef")
+    'https://me:***@llm.test/v1?key=***'
+    """
+    found = _userinfo(url)
+    if found is not None:
+        _, colon, at = found
+        url = f"{url[: colon + 1]}{REDACTED}{url[at:]}"
+    return redact(url, secret)
 
 
 def repair_unicode(text: str) -> str:
@@ -122,7 +229,11 @@ class StreamText:
         return shown
 
     def flush(self) -> str:
-        """The text still held back, decided as the end of the block."""
+        """The text still held back, decided as the end of the block.
+
+        A cut-off key that ends the block is redacted here, as :func:`redact` does
+        at the end of a string.
+        """
         text = self._repair(self._pending)
         self._pending = ""
         if self._secret is None or not text:
@@ -156,6 +267,11 @@ class StreamText:
                     break
                 at = text.find(secret[0], at + 1)
         if cut == size and secret not in text:  # the usual fragment: nothing to do
+            if final:
+                # The end of the block: a cut-off key there is redacted.
+                ends = cut_key_at_end(text, secret)
+                if ends is not None:
+                    return text[:ends] + REDACTED, ""
             if size:
                 self._before = text[-1]
             return text, ""
@@ -172,7 +288,118 @@ class StreamText:
                 pieces.append(text[position:start])
                 pieces.append(REDACTED)
                 position = end
-        pieces.append(text[position:cut])
+        rest = text[position:cut]
+        if final:
+            ends = cut_key_at_end(rest, secret)
+            if ends is not None:
+                rest = rest[:ends] + REDACTED
+        pieces.append(rest)
         if cut > 0:
             self._before = text[cut - 1]
         return "".join(pieces), text[cut:]
+
+
+# ------------------------------------------------------------------ third-party logs
+
+#: The loggers of the HTTP stack whose records :func:`guard_logs` redacts: httpx logs
+#: every request's URL, status and reason phrase at INFO; httpcore (and hpack, for
+#: HTTP/2) log response lines and headers at DEBUG. A filter on a logger does not see
+#: its children's records, so each is named.
+GUARDED_LOGGERS: Final = (
+    "httpx",
+    "httpcore",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+    "hpack",
+    "hpack.hpack",
+    "hpack.table",
+)
+
+
+class LogGuard:
+    """Secrets the filter of :func:`guard_logs` redacts for as long as this object lives."""
+
+    __slots__ = ("__weakref__", "secrets")
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        self.secrets = secrets
+
+    def __repr__(self) -> str:
+        return f"LogGuard({len(self.secrets)} secret(s))"
+
+
+_guards: weakref.WeakSet[LogGuard] = weakref.WeakSet()
+_guards_lock = threading.Lock()
+
+
+def _live_secrets() -> list[str]:
+    with _guards_lock:
+        return [secret for guard in _guards for secret in guard.secrets]
+
+
+class _SecretFilter(logging.Filter):
+    """Redacts the live secrets from a record's message, traceback and stack."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = _live_secrets()
+        if secrets:
+            _scrub_record(record, secrets)
+        return True
+
+
+def _scrub_record(record: logging.LogRecord, secrets: list[str]) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # a record that cannot be formatted: its parts, never its args
+        record.msg = redact_all(f"{record.msg!s} (arguments not shown)", secrets)
+        record.args = ()
+    else:
+        safe = redact_all(message, secrets)
+        if safe != message:
+            # Formatted once, here: no handler formats the arguments again.
+            record.msg, record.args = safe, ()
+    if record.exc_text:
+        record.exc_text = redact_all(record.exc_text, secrets)
+    elif record.exc_info and record.exc_info[1] is not None:
+        text = logging.Formatter().formatException(record.exc_info)
+        safe = redact_all(text, secrets)
+        if safe != text:
+            # Formatters show exc_text when it is set, instead of formatting again.
+            record.exc_text = safe
+    if record.stack_info:
+        record.stack_info = redact_all(record.stack_info, secrets)
+
+
+_FILTER: Final = _SecretFilter()
+
+
+def guard_logs(*secrets: str | None) -> LogGuard | None:
+    """Redact ``secrets`` from the records of :data:`GUARDED_LOGGERS` while the guard lives.
+
+    Adds one filter to each of those loggers (once: calling again adds none), which
+    redacts every secret of every live :class:`LogGuard` from a record's message,
+    its traceback and its stack (:func:`redact` rules) before any handler sees it.
+    The loggers' levels are left as configured. Returns ``None`` when no secret is
+    given. Never blocks.
+
+    Example::
+
+        >>> guard = guard_logs("sk-0123456789abcdef")
+        >>> record = logging.makeLogRecord(
+        ...     {"name": "httpx", "msg": "GET %s", "args": ("/?k=sk-0123456789abcdef",)}
+        ... )
+        >>> logging.getLogger("httpx").filter(record) and record.getMessage()
+        'GET /?k=***'
+    """
+    kept = tuple(secret for secret in secrets if secret)
+    if not kept:
+        return None
+    guard = LogGuard(kept)
+    with _guards_lock:
+        _guards.add(guard)
+    for name in GUARDED_LOGGERS:
+        logging.getLogger(name).addFilter(_FILTER)  # idempotent
+    return guard

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import trio
 
+from ._conninfo import mask_conninfo, mask_in
 from ._pg_schema import migrate
 
 if TYPE_CHECKING:
@@ -51,14 +52,17 @@ def describe_dsn(dsn: str) -> str:
     except psycopg.ProgrammingError:
         return "<unparsable DSN>"
     shown = {k: v for k, v in parts.items() if k in ("host", "port", "dbname", "user")}
-    return " ".join(f"{k}={v}" for k, v in shown.items()) or "<default DSN>"
+    # A dbname may itself be a connection string with a password in it.
+    return mask_conninfo(" ".join(f"{k}={v}" for k, v in shown.items())) or (
+        "<default DSN>"
+    )
 
 
 @attrs.define(eq=False)
 class Pool:
     """At most ``size`` connections to ``dsn``, each used by one worker thread at a time."""
 
-    dsn: str
+    dsn: str = attrs.field(repr=lambda dsn: repr(mask_conninfo(dsn)))
     size: int = 4
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
     _idle: list[Conn] = attrs.field(init=False, factory=list)
@@ -98,15 +102,14 @@ class Pool:
             self._counts[kind] += n
 
     def connect(self) -> Conn:
-        """A new connection in autocommit mode, the schema migrated (blocking)."""
-        psycopg = import_psycopg()
-        try:
-            conn = psycopg.connect(self.dsn, autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise ConnectionError(
-                f"cannot connect to the PostgreSQL session store "
-                f"({describe_dsn(self.dsn)}): {str(exc).strip()}"
-            ) from exc
+        """A new connection in autocommit mode, the schema migrated (blocking).
+
+        Raises:
+            ConnectionError: the server cannot be reached.
+            psycopg.ProgrammingError: libpq cannot read the connection string (the
+                message shows it with its password masked).
+        """
+        conn = self._open()
         if not self._migrated:
             with self._migrate_lock:
                 if not self._migrated:
@@ -117,6 +120,24 @@ class Pool:
                         raise
                     self._migrated = True
         return conn
+
+    def _open(self) -> Conn:
+        psycopg = import_psycopg()
+        try:
+            return psycopg.connect(self.dsn, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise ConnectionError(
+                f"cannot connect to the PostgreSQL session store "
+                f"({describe_dsn(self.dsn)}): {mask_in(str(exc).strip(), self.dsn)}"
+            ) from exc
+        except psycopg.ProgrammingError as exc:
+            # libpq could not read the string, and its message may quote it whole.
+            refused = mask_in(str(exc).strip(), self.dsn)
+        # Raised outside the handler: the unmasked error is not its context.
+        raise psycopg.ProgrammingError(
+            f"the PostgreSQL session store's connection string "
+            f"{mask_conninfo(self.dsn)!r} is not valid: {refused}"
+        )
 
     async def run(self, fn: Callable[[Conn], T]) -> T:
         """Run ``fn(connection)`` in a worker thread with a pooled connection.
@@ -153,7 +174,7 @@ class Pool:
             conn.close()
             raise ConnectionError(
                 f"the PostgreSQL session store ({describe_dsn(self.dsn)}) failed: "
-                f"{str(exc).strip()}"
+                f"{mask_in(str(exc).strip(), self.dsn)}"
             ) from exc
 
     def close_sync(self) -> None:

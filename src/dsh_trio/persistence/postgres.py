@@ -21,6 +21,7 @@ import trio
 
 from ..errors import SessionCorruptError, SessionFormatError
 from ..values import FORMAT_VERSION, SessionEvent, SessionHeader
+from ._conninfo import mask_conninfo
 from ._jsonl_lines import encode_header, parse_header
 from ._jsonl_paths import check_id, encode_session_id
 from ._pg_lease import Heartbeat, release_lease, take_lease
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
     from ._persistence import Durability
 
-__all__ = ["PostgresPersistence", "export_session", "import_session"]
+__all__ = ["PostgresPersistence", "export_session", "import_session", "mask_conninfo"]
 
 _DURABILITIES: Final = ("turn", "always", "none")
 
