@@ -1,6 +1,6 @@
 """Session events and headers to and from their JSON lines (the reference's v3 shapes).
 
-An event line is ``{"type", "seq", "time", "data", "surfaceOp"?, "sourceEventSeqs"?}``
+An event line is ``{"type", "seq", "time", "data", "sourceEventSeqs"?, "surfaceOp"?}``
 (``sourceEventSeqs`` writes a run of 3 or more consecutive seqs as a range
 ``[first, last]``, as the reference does, and reads both forms; ``"ignorable": true``
 is kept on the event and written back; the obsolete ``tool/code-dispatch`` and
@@ -88,7 +88,11 @@ def data_from_json(type_: str, data: object) -> EventData | JsonValue:
 
 
 def event_to_json(event: SessionEvent) -> dict[str, JsonValue]:
-    """The JSON object of one log line (key order: type, seq, time, data, surfaceOp, sourceEventSeqs, ignorable)."""
+    """The JSON object of one log line.
+
+    Its keys in the order the reference's ``Session.append`` builds an event:
+    ``type, seq, time, data, sourceEventSeqs?, surfaceOp?, ignorable?``.
+    """
     data = event.data
     out: dict[str, JsonValue] = {
         "type": event.type,
@@ -98,10 +102,10 @@ def event_to_json(event: SessionEvent) -> dict[str, JsonValue]:
         if attrs.has(type(data))
         else cast(JsonValue, data),
     }
-    if event.surface_op is not None:
-        out["surfaceOp"] = _unstructure_surface_op(event.surface_op)
     if event.source_event_seqs is not None:
         out["sourceEventSeqs"] = _compress_sources(event.source_event_seqs)
+    if event.surface_op is not None:
+        out["surfaceOp"] = _unstructure_surface_op(event.surface_op)
     if event.ignorable:
         out["ignorable"] = True
     return out
@@ -109,9 +113,12 @@ def event_to_json(event: SessionEvent) -> dict[str, JsonValue]:
 
 def _compress_sources(seqs: tuple[int, ...]) -> JsonValue:
     """``seqs`` as the reference writes them: a run of 3 or more consecutive
-    ascending seqs as ``[first, last]``, any other seq as itself."""
+    ascending seqs as ``[first, last]``, any other seq as itself; seqs that do not
+    strictly increase are all written as themselves."""
     out: list[JsonValue] = []
     i, n = 0, len(seqs)
+    if any(seqs[k] >= seqs[k + 1] for k in range(n - 1)):
+        return list(seqs)
     while i < n:
         j = i
         while j + 1 < n and seqs[j + 1] == seqs[j] + 1:
