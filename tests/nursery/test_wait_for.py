@@ -12,7 +12,7 @@ import sys
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import pytest
@@ -93,7 +93,7 @@ class HeldWriter:
 class HeldStore:
     """A store that holds nothing: every id is new; closing ``held_id`` waits."""
 
-    durability = "none"
+    durability: Literal["turn", "always", "none"] = "none"
 
     def __init__(self, held_id: str) -> None:
         self.held_id = held_id
