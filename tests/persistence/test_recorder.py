@@ -216,7 +216,7 @@ async def test_a_failed_write_is_kept_reported_by_flush_and_retried() -> None:
         close_turn(s, 1)
         await trio.testing.wait_all_tasks_blocked()
         assert rec.pending_count == 2
-        s.append("plugin/note", {"n": 1})
+        s.append("plugin/note", {"n": 1}, ignorable=True)
         await trio.testing.wait_all_tasks_blocked()
         assert rec.pending_count == 0
         assert writer.calls[-1] == ([3, 4, 5], True)
@@ -303,7 +303,7 @@ async def test_a_closed_nursery_leaves_the_queue_to_flush() -> None:
 async def test_recording_through_jsonl_end_to_end(tmp_path: Path) -> None:
     persistence = JsonlPersistence(tmp_path)
     s = new_session()
-    s.append("plugin/seeded-before-publication", {"k": "v"})
+    s.append("plugin/seeded-before-publication", {"k": "v"}, ignorable=True)
     async with trio.open_nursery() as nursery:
         writer = await persist_new_session(persistence, s)
         assert writer.durable_seq == 1
@@ -350,7 +350,9 @@ async def test_a_fault_is_reported_once_at_the_failed_write_and_ends_at_a_succes
         assert [r.levelname for r in caplog.records] == ["ERROR"]
         assert "No space left" in caplog.records[0].getMessage()
         # Retries while the fault lasts raise, but do not report it again.
-        s.append("plugin/note", {"n": 1})  # the next append retries in the background
+        s.append(
+            "plugin/note", {"n": 1}, ignorable=True
+        )  # the next append retries in the background
         await trio.testing.wait_all_tasks_blocked()
         with pytest.raises(PersistenceError, match="No space"):
             await rec.wait_written()

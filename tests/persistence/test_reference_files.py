@@ -40,7 +40,7 @@ HEADER = (
 T1 = [
     '{"type":"agent/inbox/spliced","seq":0,"time":1800144000010,"data":{"target":"next-turn","start":0,"inserted":[{"content":[{"type":"text","text":"hello"}],"source":{"kind":"user"},"role":"user","id":"a44b0d6e-5f0b-4b7e-9a53-0c2f0c1d2e3f"}]}}',
     '{"type":"turn/start","seq":1,"time":1800144000011,"data":{"turn":1}}',
-    '{"type":"agent/inbox/spliced","seq":2,"time":1800144000012,"data":{"target":"next-turn","start":0,"inserted":[],"removedCount":1}}',
+    '{"type":"agent/inbox/spliced","seq":2,"time":1800144000012,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}',
     '{"type":"step/start","seq":3,"time":1800144000020,"data":{"turn":1,"step":1}}',
     '{"type":"system/message","seq":4,"time":1800144000030,"data":{"turn":1,"step":1,"message":{"role":"system","content":[{"type":"text","text":"You are an AI agent."}],"source":{"kind":"plugin","plugin":"@deepseek-ai/dsh-system-prompt"},"id":"5d1c2b3a-0000-4000-8000-000000000001"}},"surfaceOp":"append"}',
     '{"type":"user/message","seq":5,"time":1800144000031,"data":{"content":[{"type":"text","text":"hello"}],"source":{"kind":"user"},"role":"user","id":"a44b0d6e-5f0b-4b7e-9a53-0c2f0c1d2e3f"},"surfaceOp":"append"}',
@@ -57,7 +57,7 @@ EXTRAS = [
     '{"type":"llm/retry","seq":11,"time":1800144000140,"data":{"retryId":"r1","turn":1,"step":1,"provider":"mock","mode":"normal","policyKey":"mock","retry":1,"maxRetries":5,"delayMs":500,"failure":{"message":"busy","code":"RATE_LIMIT"}}}',
     '{"type":"future/thing","seq":12,"time":1800144000150,"data":{"x":1},"ignorable":true}',
     '{"type":"turn/start","seq":13,"time":1800144000160,"data":{"turn":2}}',
-    '{"type":"user/message","seq":14,"time":1800144000170,"data":{"content":[{"type":"text","text":"summary"}],"source":{"kind":"user"},"role":"user","id":"b44b0d6e-5f0b-4b7e-9a53-0c2f0c1d2e3f"},"surfaceOp":{"op":"replace","startSeq":4,"endSeq":8},"sourceEventSeqs":[1,[3,5],[7,10],12]}',
+    '{"type":"user/message","seq":14,"time":1800144000170,"data":{"content":[{"type":"text","text":"summary"}],"source":{"kind":"user"},"role":"user","id":"b44b0d6e-5f0b-4b7e-9a53-0c2f0c1d2e3f"},"sourceEventSeqs":[1,[3,5],[7,10],12],"surfaceOp":{"op":"replace","startSeq":4,"endSeq":8}}',
     '{"type":"turn/end","seq":15,"time":1800144000180,"data":{"turn":2,"reason":{"kind":"completed"}}}',
 ]
 
@@ -130,6 +130,16 @@ def test_source_event_seqs_ranges_read_and_write_as_the_reference() -> None:
         source_event_seqs=(1, 2, 5, 6, 7, 8),
     )
     assert event_to_json(two)["sourceEventSeqs"] == [1, 2, [5, 8]]
+    # Seqs that do not strictly increase are written as they are, as the reference.
+    unordered = SessionEvent(
+        seq=9,
+        time=1,
+        type="user/message",
+        data=event.data,
+        surface_op="append",
+        source_event_seqs=(7, 1, 2, 3),
+    )
+    assert event_to_json(unordered)["sourceEventSeqs"] == [7, 1, 2, 3]
 
 
 @pytest.mark.parametrize(

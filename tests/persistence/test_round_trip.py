@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from dsh_trio.persistence import _jsonl_load
 from dsh_trio.persistence._jsonl import JsonlPersistence
+from dsh_trio.session import register_event_type
 from dsh_trio.values import (
     MAX_SAFE_INTEGER,
     Aborted,
@@ -314,9 +315,12 @@ DATA: dict[str, tuple[st.SearchStrategy[Any], bool]] = {
         ),
         False,
     ),
-    # An unknown (plugin) type keeps plain JSON.
+    # An unknown (plugin) type keeps plain JSON: marked ignorable (see ``build``),
+    # or declared by the application.
     "plugin/custom-thing": (json_values, False),
+    "plugin/declared-thing": (json_values, False),
 }
+register_event_type("plugin/declared-thing")
 
 
 @st.composite
@@ -338,6 +342,7 @@ def build(drafts: list[tuple[str, Any, Any, Any, int]]) -> list[SessionEvent]:
             data=data,
             surface_op=op,
             source_event_seqs=src,
+            ignorable=type_ == "plugin/custom-thing",
         )
         for i, (type_, data, op, src, time) in enumerate(drafts)
     ]

@@ -190,7 +190,11 @@ def _session(turns: int = 12, *, open_last: bool = False) -> Session:
                 surface_op=SurfaceReplace(user.seq, s.surface[-1]),
                 source_event_seqs=[n for n in s.surface if n >= user.seq],
             )
-        s.append("plugin/note", {"turn": turn, "big": 2**52, "x": [1.5, None, "é"]})
+        s.append(
+            "plugin/note",
+            {"turn": turn, "big": 2**52, "x": [1.5, None, "é"]},
+            ignorable=True,
+        )
         s.append("step/end", StepEnd(turn, 1))
         s.append("turn/end", TurnEnd(turn, Completed()))
     return s
@@ -396,7 +400,7 @@ async def test_appends_after_restore_read_and_derive_like_a_live_session(
     for event in restored.events:
         grown.append(event.seq)
         if event.seq == len(restored.events) - 1 and event.seq < 200:
-            restored.append("plugin/tick", {"n": event.seq})
+            restored.append("plugin/tick", {"n": event.seq}, ignorable=True)
     assert grown == list(range(len(restored.events)))
     # A fork of a restored session holds the same prefix.
     child = restored.fork(len(original.events) - 1)

@@ -75,9 +75,12 @@ def _blank_or_none(
         _non_blank(instance, attribute, value)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class ModelSelection:
     """A provider, a model and optionally a reasoning effort (``None``: the model's default).
+
+    The fields are given by position or by name, in the order
+    ``ModelSelection(provider, model, reasoning_effort=None)``.
 
     Example::
 

@@ -85,7 +85,11 @@ class _Entry:
     announced: bool = False
     publishing: trio.Event | None = attrs.field(
         factory=trio.Event
-    )  # None once published
+    )  # None once creation ended, published or rolled back
+    # Creation completed (``agent/created`` returned): only now may ``wait_for``
+    # hand the agent out. A failed creation stays registered while it is rolled
+    # back, announced and no longer publishing, but never published.
+    published: bool = False
 
     @property
     def agent(self) -> Agent:
@@ -130,16 +134,17 @@ class AgentRegistry:
 
     def _published_handle(self, session_id: SessionId) -> AgentHandle | None:
         entry = self._entries.get(session_id)
-        if entry is None or not entry.announced or entry.publishing is not None:
-            return None
-        return entry.handle
+        return entry.handle if entry is not None and entry.published else None
 
     async def wait_for(self, session_id: str) -> AgentHandle:
         """Wait until the agent ``session_id`` is published; return its handle.
 
         Blocks until an agent with this id has completed creation (at once if it
-        is live). For a declared agent (``open_runtime(config=...)``) whose start
-        failed, raises instead of waiting. Cancelling the wait changes nothing.
+        is live): an agent still in ``setup`` or ``agent/created``, or being rolled
+        back after either failed, is never returned. For a declared agent
+        (``open_runtime(config=...)``) whose start failed, raises instead of
+        waiting, to every waiter, whenever it began. Cancelling the wait changes
+        nothing.
 
         Raises:
             AgentStartError: ``session_id`` is a declared agent that failed to start
@@ -352,6 +357,7 @@ class AgentRegistry:
                     exc,
                 )
             raise
+        entry.published = True
         self._starts.changed()
         return handle
 

@@ -7,6 +7,7 @@ from ..values import (
     SessionEvent as SessionEvent,
     SessionHeader as SessionHeader,
     SurfaceReplace as SurfaceReplace,
+    register_event_type as register_event_type,
 )
 from ._history import DerivedMessages as DerivedMessages
 from ._loaded import LoadedLog as LoadedLog
@@ -32,6 +33,7 @@ __all__ = [
     "stream_text",
     "interrupted_turn_closers",
     "close_interrupted_turn",
+    "register_event_type",
 ]
 
 # The public API names the persistence backends under ``dsh_trio.session``. They live one layer

@@ -26,6 +26,7 @@ from ..errors import (
     SessionReentrancyError,
 )
 from ..values import (
+    EVENT_DATA_TYPES,
     MAX_SAFE_INTEGER,
     SURFACE_TYPES,
     DecodedEvents,
@@ -40,6 +41,7 @@ from ..values import (
     SurfaceOp,
     UserMessage,
     UserSource,
+    is_known_event_type,
     now_ms,
 )
 from ._admission import (  # appends build events inline, on the event's twin
@@ -64,6 +66,24 @@ _logger = logging.getLogger("dsh_trio")
 _new = object.__new__
 
 _MAX: Final = MAX_SAFE_INTEGER
+
+
+#: The undeclared event types an append has warned about (once each).
+_warned: set[str] = set()
+
+
+def _warn_undeclared(type_: str) -> None:
+    if type_ in _warned:
+        return
+    _warned.add(type_)
+    _logger.warning(
+        'session event type "%s" is not known, not declared and not marked '
+        "ignorable: a stored log holding it will be refused on load; append it with "
+        "ignorable=True, or declare it with "
+        'dsh_trio.session.register_event_type("%s")',
+        type_,
+        type_,
+    )
 
 
 @attrs.define(eq=False, repr=False)
@@ -308,6 +328,7 @@ class Session:
         *,
         surface_op: SurfaceOp | None = None,
         source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
     ) -> SessionEvent:
         """Append one event; return the logged event.
 
@@ -321,6 +342,19 @@ class Session:
         ``assistant/message``, ``tool/result``) must carry ``surface_op``; other
         types carry neither it nor ``source_event_seqs``.
 
+        An application's own event types: loading a stored log refuses an event
+        of a type the reader does not know unless the event is marked ignorable,
+        as the reference does. Append informational events (a reader may skip
+        them) with ``ignorable=True``; declare the others with
+        :func:`~dsh_trio.session.register_event_type` in every process that loads
+        the log. Appending an event of a type that is neither known, declared nor
+        marked ignorable logs a warning once per type on the ``dsh_trio`` logger.
+
+        Example::
+
+            session.append("ui/theme", {"theme": "dark"}, ignorable=True)
+            # the log line: {"type":"ui/theme",...,"data":{...},"ignorable":true}
+
         Args:
             type: the event type, e.g. ``"turn/start"``.
             data: the event data.
@@ -328,6 +362,9 @@ class Session:
             source_event_seqs: earlier seqs this event cites (non-empty, unique,
                 each below this event's seq; required to cover a replaced range;
                 not allowed on ``assistant/message``).
+            ignorable: write ``"ignorable": true`` on the event: a reader that does
+                not know its type may skip it (the marker is kept on load, fork
+                and rewrite).
 
         Raises:
             InvalidEventError: bad data or a surface-rule violation (the message
@@ -342,14 +379,22 @@ class Session:
         seq = self._base + len(self._live)
         if type.__class__ is not str or not type:
             raise invalid(seq, None, f"type must be a non-empty str, got {type!r:.60}")
+        if ignorable.__class__ is not bool:
+            raise invalid(seq, type, f"ignorable must be a bool, got {ignorable!r:.40}")
         typed = typed_event_data(type, data, seq)
         sources = (
             None
             if source_event_seqs is None
             else check_sources(type, source_event_seqs, seq)
         )
+        if not (ignorable or type in EVENT_DATA_TYPES or is_known_event_type(type)):
+            _warn_undeclared(type)
         return self._append_trusted(
-            type, typed, surface_op=surface_op, source_event_seqs=sources
+            type,
+            typed,
+            surface_op=surface_op,
+            source_event_seqs=sources,
+            ignorable=ignorable,
         )
 
     def _append_trusted(
@@ -359,6 +404,7 @@ class Session:
         *,
         surface_op: SurfaceOp | None = None,
         source_event_seqs: tuple[int, ...] | None = None,
+        ignorable: bool = False,
     ) -> SessionEvent:
         """``append`` for events the runtime built itself from validated parts.
 
@@ -399,7 +445,7 @@ class Session:
         built.data = typed
         built.surface_op = surface_op
         built.source_event_seqs = sources
-        built.ignorable = False
+        built.ignorable = ignorable
         built.__class__ = SessionEvent
         event: SessionEvent = built
         # Commit: the log, then the surface or the markers (as ``_intake`` admits).

@@ -113,6 +113,11 @@ from ._event_data import (
     TurnEnd as TurnEnd,
     TurnStart as TurnStart,
 )
+from ._event_types import (
+    REFERENCE_EVENT_TYPES as REFERENCE_EVENT_TYPES,
+    is_known_event_type as is_known_event_type,
+    register_event_type as register_event_type,
+)
 from ._ids import (
     FORMAT_VERSION as FORMAT_VERSION,
     AgentStatus as AgentStatus,

@@ -1,10 +1,13 @@
 """Session events and headers to and from their JSON lines (the reference's v3 shapes).
 
-An event line is ``{"type", "seq", "time", "data", "surfaceOp"?, "sourceEventSeqs"?}``
+An event line is ``{"type", "seq", "time", "data", "sourceEventSeqs"?, "surfaceOp"?}``
 (``sourceEventSeqs`` writes a run of 3 or more consecutive seqs as a range
 ``[first, last]``, as the reference does, and reads both forms; ``"ignorable": true``
-is kept on the event and written back; the obsolete ``tool/code-dispatch`` and
-``tool/code-dispatch-start`` rows are refused unless marked ignorable);
+is kept on the event and written back; a row of a type that is not known
+(:mod:`._event_types`: the core types, the reference's catalogue, the types an
+application declared) is refused unless marked ignorable, as the reference refuses
+it, and so are the obsolete ``tool/code-dispatch`` and ``tool/code-dispatch-start``
+rows);
 ``data`` of a known type goes through the converter of
 :mod:`dsh_trio.values._converter`, data of an unknown type is kept as lossless JSON.
 The header line is ``{"type": "session", ...}``. Outside data enters through
@@ -31,6 +34,7 @@ from ._event_data import (
     SurfaceOp,
     SurfaceReplace,
 )
+from ._event_types import is_known_event_type
 from ._fast import Slow, direct_setters, fast_data
 from ._ids import JsonValue
 from ._json import check_json
@@ -88,7 +92,11 @@ def data_from_json(type_: str, data: object) -> EventData | JsonValue:
 
 
 def event_to_json(event: SessionEvent) -> dict[str, JsonValue]:
-    """The JSON object of one log line (key order: type, seq, time, data, surfaceOp, sourceEventSeqs, ignorable)."""
+    """The JSON object of one log line.
+
+    Its keys in the order the reference's ``Session.append`` builds an event:
+    ``type, seq, time, data, sourceEventSeqs?, surfaceOp?, ignorable?``.
+    """
     data = event.data
     out: dict[str, JsonValue] = {
         "type": event.type,
@@ -98,10 +106,10 @@ def event_to_json(event: SessionEvent) -> dict[str, JsonValue]:
         if attrs.has(type(data))
         else cast(JsonValue, data),
     }
-    if event.surface_op is not None:
-        out["surfaceOp"] = _unstructure_surface_op(event.surface_op)
     if event.source_event_seqs is not None:
         out["sourceEventSeqs"] = _compress_sources(event.source_event_seqs)
+    if event.surface_op is not None:
+        out["surfaceOp"] = _unstructure_surface_op(event.surface_op)
     if event.ignorable:
         out["ignorable"] = True
     return out
@@ -109,9 +117,12 @@ def event_to_json(event: SessionEvent) -> dict[str, JsonValue]:
 
 def _compress_sources(seqs: tuple[int, ...]) -> JsonValue:
     """``seqs`` as the reference writes them: a run of 3 or more consecutive
-    ascending seqs as ``[first, last]``, any other seq as itself."""
+    ascending seqs as ``[first, last]``, any other seq as itself; seqs that do not
+    strictly increase are all written as themselves."""
     out: list[JsonValue] = []
     i, n = 0, len(seqs)
+    if any(seqs[k] >= seqs[k + 1] for k in range(n - 1)):
+        return list(seqs)
     while i < n:
         j = i
         while j + 1 < n and seqs[j + 1] == seqs[j] + 1:
@@ -161,10 +172,14 @@ _OBSOLETE_TYPES = frozenset({"tool/code-dispatch", "tool/code-dispatch-start"})
 def event_from_json(obj: object, *, expected_seq: int | None = None) -> SessionEvent:
     """Structure one log line's object into a :class:`SessionEvent`.
 
+    For reading a line on its own (a viewer): an event of a type that is not known
+    is taken, marked ignorable or not; restoring a session from a log refuses it
+    (:func:`decode_event`).
+
     Raises:
         SessionCorruptError: the object is not a valid event (``seq`` names it when known).
     """
-    return decode_event(obj, expected_seq)[0]
+    return decode_event(obj, expected_seq, known_types=False)[0]
 
 
 def _event_builder() -> Callable[..., SessionEvent]:
@@ -183,7 +198,7 @@ _new_event: Final = _event_builder()
 
 
 def decode_event(
-    obj: object, expected_seq: int | None = None
+    obj: object, expected_seq: int | None = None, *, known_types: bool = True
 ) -> tuple[SessionEvent, bool]:
     """:func:`event_from_json`, and whether the event's data passed its checkers too.
 
@@ -192,8 +207,14 @@ def decode_event(
     data; what they do not take goes through the general converter (same values,
     same errors), and is then reported as not checked (``False``).
 
+    With ``known_types`` (the log readers' way), an event of a type that is not
+    known (:func:`~._event_types.is_known_event_type`) and not marked
+    ``"ignorable": true`` is refused, as the reference refuses it: a reader must
+    not skip an event that may change the meaning of the log.
+
     Raises:
-        SessionCorruptError: as :func:`event_from_json`.
+        SessionCorruptError: as :func:`event_from_json`, or with ``known_types``
+            an unknown type not marked ignorable (the message names the type).
     """
     if obj.__class__ is dict:
         # The common line, checked in one pass: the four keys (and an appending
@@ -253,11 +274,14 @@ def decode_event(
         ignorable = obj.get("ignorable", False)
         if type(ignorable) is not bool:
             raise ValueError(f"ignorable must be a boolean, got {ignorable!r}")
-        if type_ in _OBSOLETE_TYPES and not ignorable:
-            raise ValueError(
-                f'the obsolete event type "{type_}" is refused unless marked '
-                '"ignorable": true'
-            )
+        if not ignorable and type_ not in EVENT_DATA_TYPES:
+            if type_ in _OBSOLETE_TYPES:
+                raise ValueError(
+                    f'the obsolete event type "{type_}" is refused unless marked '
+                    '"ignorable": true'
+                )
+            if known_types and not is_known_event_type(type_):
+                raise ValueError(_unknown_type(type_))
         raw_data = obj["data"]
         checked = True
         try:
@@ -293,6 +317,15 @@ def decode_event(
             f"malformed session event at seq {where_seq}: {_describe(exc)}",
             seq=where_seq,
         ) from exc
+
+
+def _unknown_type(type_: str) -> str:
+    return (
+        f'the event type "{type_}" is unknown and the event is not marked '
+        '"ignorable": true, so it may not be skipped; if an application writes it, '
+        f"declare it with dsh_trio.session.register_event_type({type_!r}) before "
+        "loading"
+    )
 
 
 def header_to_json(header: SessionHeader) -> dict[str, JsonValue]:

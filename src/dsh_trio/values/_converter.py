@@ -4,8 +4,10 @@
 * tagged unions carry their tag first: content blocks and stream chunks/records by
   ``type``, sources, causes and turn-end reasons by ``kind``, messages by ``role``;
 * keys follow the field order, except where the reference's writer orders them
-  otherwise (``_KEY_ORDER``: messages, ``tool-call-chunks`` records, the ``usage``
-  of ``assistant/message`` before its ``stream``);
+  otherwise (``_KEY_ORDER``: messages, a tool result's message, ``tool-call-chunks``
+  records, ``assistant/message`` data ``{turn, step, message, interrupted?, usage?,
+  stream}``, ``agent/inbox/spliced`` data ``{target, start, removedCount?,
+  inserted, outcome?}``);
 * an absent optional field (``None``) is omitted, never written as ``null``;
 * structuring is strict: unknown keys, missing keys and wrong types are refused.
 
@@ -68,7 +70,7 @@ from ._content import (
     UserMessage,
     UserSource,
 )
-from ._event_data import AssistantMessageData
+from ._event_data import AssistantMessageData, InboxSplice
 from ._ids import JsonValue
 from ._json import check_json
 
@@ -181,13 +183,22 @@ def _field_overrides(cls: type[Any]) -> dict[str, Any]:
 
 #: Wire key order of the objects whose keys the reference's writer does not write
 #: in field order (tag first, then the fields); absent optional keys are skipped.
+#: The reference's objects keep the order its code builds them in: a user message
+#: is ``{...input, role}`` and then ``{..., id}``; an inbox splice spreads
+#: ``removedCount`` between ``start`` and ``inserted``; an interrupted assistant
+#: message writes ``interrupted`` before ``usage`` and ``stream``.
 _KEY_ORDER: dict[type[Any], tuple[str, ...]] = {
     UserMessage: ("content", "source", "role", "id"),
     AssistantMessage: ("role", "content", "source", "id"),
     SystemMessage: ("role", "content", "source", "id"),
     ToolCallChunksRecord: ("type", "time0", "index", "dt", "id", "name", "args"),
-    AssistantMessageData: ("turn", "step", "message", "usage", "stream", "interrupted"),
+    AssistantMessageData: ("turn", "step", "message", "interrupted", "usage", "stream"),
+    InboxSplice: ("target", "start", "removedCount", "inserted", "outcome"),
 }
+
+#: The key order of a tool result's message (a user message with a
+#: :class:`ToolSource`): the reference builds it from ``{source, content}``.
+_TOOL_RESULT_ORDER: tuple[str, ...] = ("source", "content", "role", "id")
 
 
 def _unstructure_factory(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
@@ -206,7 +217,18 @@ def _unstructure_factory(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
                 d[tag_key] = tag
             return {k: d[k] for k in order if k in d}
 
-        return ordered
+        if cls is not UserMessage:
+            return ordered
+        assert set(_TOOL_RESULT_ORDER) == set(order)
+
+        def user_message(value: Any) -> dict[str, Any]:
+            if value.source.__class__ is not ToolSource:
+                return ordered(value)
+            d = fn(value)
+            d["role"] = "user"
+            return {k: d[k] for k in _TOOL_RESULT_ORDER}
+
+        return user_message
     if tag_key is None:
         return fn
 

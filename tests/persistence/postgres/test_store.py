@@ -31,7 +31,7 @@ OPTIONS = dsh.AgentOptions(provider="scripted", model="m")
 def _session(sid: str, marks: int = 2) -> Session:
     session = Session.create(sid)
     for i in range(marks):
-        session.append("test/mark", {"i": i})
+        session.append("test/mark", {"i": i}, ignorable=True)
     return session
 
 
@@ -61,7 +61,7 @@ async def test_create_append_open_round_trip_and_reads_take_no_lease(
     header, events = await store.read("s1")
     assert header == session.header
     assert list(events) == list(session.events)
-    more = session.append("test/mark", {"i": 2})
+    more = session.append("test/mark", {"i": 2}, ignorable=True)
     await writer.append([more], sync=False)
     await writer.close()
     other = stores()
@@ -111,7 +111,7 @@ async def test_a_taken_over_token_can_never_append_again(stores: Stores) -> None
     new_store = stores()
     writer, _ = await new_store.open("s1")
     assert writer.token > zombie.token
-    late = session.append("test/mark", {"i": "zombie"})
+    late = session.append("test/mark", {"i": "zombie"}, ignorable=True)
     with pytest.raises(SessionLeaseError, match=r"token \d+\) was taken over"):
         await zombie.append([late], sync=True)
     assert zombie.durable_seq == 2
@@ -125,7 +125,7 @@ async def test_append_checks_seqs_and_closed_writers(stores: Stores) -> None:
     store = stores()
     session = _session("s1")
     writer = await persist_new_session(store, session)
-    bad = session.append("test/mark", {})
+    bad = session.append("test/mark", {}, ignorable=True)
     with pytest.raises(PersistenceSeqError):
         await writer.append([bad, bad], sync=True)
     await writer.close()
@@ -214,7 +214,7 @@ async def test_cancel_waits_for_the_transaction_and_reads_do_not_wait_for_it(
             release.wait()
 
     monkeypatch.setattr(Pool, "count", held)
-    more = session.append("test/mark", {"i": 2})
+    more = session.append("test/mark", {"i": 2}, ignorable=True)
     outcome: list[str] = []
 
     async def append() -> None:
