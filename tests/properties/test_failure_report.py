@@ -73,8 +73,8 @@ def test_planted(monkeypatch):
             Noisy,
             settings=machine_settings(
                 "ci",
-                max_examples=30,
-                stateful_step_count=10,
+                max_examples=20,
+                stateful_step_count=5,
                 phases=[Phase.generate, Phase.shrink],
             ),
         )
