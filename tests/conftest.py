@@ -35,13 +35,14 @@ def pytest_runtest_makereport(
     return report
 
 
-#: Tests that must share one worker, by module: their module-scoped fixture is costly
-#: (the benchmark smoke run takes about a minute of CPU) and is made once per worker.
-SHARED_WORKER = {"tests/test_benchmarks_smoke.py": "benchmark-smoke"}
-
-#: Where the longest tests are, started first so that no worker is left with a long
-#: test at the end while the others idle (the order of the others is kept). Only
-#: scheduling: no verdict depends on the order.
+#: Where the longest tests are, started first: ``scripts/check`` runs the suite under
+#: ``--dist worksteal``, which gives each worker a consecutive half of this order and
+#: lets an idle worker take the far end of another's queue, so with the longest
+#: first no worker is left with a long test while the others idle. The benchmark
+#: smoke tests come first of all: their module fixture (about a minute of CPU) is
+#: made once per worker that runs one of them, and a worker never gives away the
+#: front of its queue. Only scheduling: no verdict depends on the order (the order
+#: of the others is the collection's).
 LONGEST_FIRST = (
     "tests/test_benchmarks_smoke.py",
     "tests/properties/",
@@ -65,7 +66,3 @@ def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     items.sort(key=_rank)  # stable: the order within a rank is the collection's
-    for item in items:
-        group = SHARED_WORKER.get(item.nodeid.split("::", 1)[0])
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))

@@ -112,7 +112,7 @@ def test_the_tests_run_on_every_worker_with_the_arguments_given(tmp_path: Path) 
     done, calls = _check(tmp_path, "tests/loop", "-x", DSH_TRIO_TEST_WORKERS="3")
     assert done.returncode == 0, done.stdout + done.stderr
     assert _pytest_call(calls).startswith(
-        "python -m pytest -q -n 3 --dist loadgroup tests/loop -x |"
+        "python -m pytest -q -n 3 --dist worksteal tests/loop -x |"
     )
     done, calls = _check(tmp_path)
     assert f" -n {len(os.sched_getaffinity(0))} " in _pytest_call(calls)  # nproc
@@ -167,3 +167,22 @@ def test_failures_give_the_exit_code(tmp_path: Path) -> None:
     done, calls = _check(tmp_path, FAKE_RC_LINT_IMPORTS="1")
     assert done.returncode == 1
     assert not any(call.startswith("python -m mypy") for call in calls)
+
+
+def test_the_longest_tests_are_collected_first(request: pytest.FixtureRequest) -> None:
+    """The suite's order (``tests/conftest.py``) puts the benchmark smoke tests first, then
+    the rest of the longest ones, for ``--dist worksteal``; the others keep their order."""
+    from .conftest import LONGEST_FIRST
+
+    paths = [item.nodeid.split("::", 1)[0] for item in request.session.items]
+    ranks = [
+        next(
+            (r for r, p in enumerate(LONGEST_FIRST) if path.startswith(p)),
+            len(LONGEST_FIRST),
+        )
+        for path in paths
+    ]
+    assert ranks == sorted(ranks)
+    assert LONGEST_FIRST[0] == "tests/test_benchmarks_smoke.py"
+    here = request.node.nodeid.split("::", 1)[0]
+    assert here in paths
