@@ -1,9 +1,17 @@
 """A throwaway PostgreSQL cluster for the tests: initdb + pg_ctl on a Unix socket.
 
-The server binaries come from the machine (``initdb`` on ``PATH`` or under
-``/usr/lib/postgresql/*/bin``). PostgreSQL refuses to run as root, so when the
-tests run as root the cluster belongs to the ``postgres`` system user (or
-``nobody``), with its directories chowned to it.
+The server binaries come from the machine, never installed by the tests: the
+directory named by ``DSH_TRIO_PG_BIN`` if set (and then only there), else
+``initdb`` on ``PATH``, else the newest ``/usr/lib/postgresql/*/bin``. Without
+them the PostgreSQL tests are skipped with one line in the summary, unless
+``DSH_TRIO_REQUIRE_POSTGRES=1`` (``scripts/check`` sets it under CI): then they
+fail. PostgreSQL refuses to run as root, so when the tests run as root the
+cluster belongs to the ``postgres`` system user (or ``nobody``), with its
+directories chowned to it.
+
+Each test process (each pytest-xdist worker) starts its own cluster in its own
+temporary directory; a cluster listens on no TCP address, only on a socket in
+that directory, so clusters never collide.
 """
 
 from __future__ import annotations
@@ -12,31 +20,69 @@ import contextlib
 import glob
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import attrs
 
+#: Names the directory holding ``initdb`` and ``pg_ctl`` (then nothing else is searched).
+BIN_ENV = "DSH_TRIO_PG_BIN"
+#: ``1``: missing server binaries fail the PostgreSQL tests instead of skipping them.
+REQUIRE_ENV = "DSH_TRIO_REQUIRE_POSTGRES"
+#: ``1``: a server that cannot start skips the PostgreSQL tests instead of failing them.
 SKIP_ENV = "DSH_TRIO_SKIP_POSTGRES"
+#: Where the distribution's packages put the server binaries, one directory per version.
+INSTALLED = "/usr/lib/postgresql/*/bin"
 
 
 class ClusterUnavailable(RuntimeError):
     """The PostgreSQL server could not be started here."""
 
 
-def _bindir() -> str:
-    initdb = shutil.which("initdb")
+class NotInstalled(ClusterUnavailable):
+    """The server binaries (or the psycopg driver) are not installed here."""
+
+
+def _version(bindir: str) -> tuple[int, ...]:
+    name = os.path.basename(os.path.dirname(bindir))
+    return tuple(int(part) for part in re.findall(r"\d+", name))
+
+
+def find_bindir(
+    environ: Mapping[str, str] | None = None, *, installed: str = INSTALLED
+) -> str:
+    """The directory of the PostgreSQL server binaries (``initdb``, ``pg_ctl``).
+
+    ``$DSH_TRIO_PG_BIN`` if set (only there); else the directory of the ``initdb``
+    found on ``$PATH`` (symlinks resolved); else the highest version under
+    ``installed``.
+
+    Raises:
+        NotInstalled: none there, saying where it looked.
+    """
+    env = os.environ if environ is None else environ
+    named = env.get(BIN_ENV, "")
+    if named:
+        if os.access(os.path.join(named, "initdb"), os.X_OK):
+            return named
+        raise NotInstalled(f"{BIN_ENV}={named} holds no executable initdb")
+    initdb = shutil.which("initdb", path=env.get("PATH", os.defpath))
     if initdb is not None:
         return os.path.dirname(os.path.realpath(initdb))
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    found = [
+        os.path.dirname(path)
+        for path in glob.glob(os.path.join(installed, "initdb"))
+        if os.access(path, os.X_OK)
+    ]
     if not found:
-        raise ClusterUnavailable(
-            "no PostgreSQL server binaries: initdb is not on PATH nor under "
-            "/usr/lib/postgresql/*/bin (install the distribution's postgresql package)"
+        raise NotInstalled(
+            f"no initdb on PATH nor under {installed}, and {BIN_ENV} is not set"
         )
-    return os.path.dirname(found[-1])
+    return max(found, key=_version)
 
 
 def _run_as() -> pwd.struct_passwd | None:
@@ -130,7 +176,7 @@ def start_cluster(*, fast: bool = True) -> Cluster:
     Raises:
         ClusterUnavailable: with what went wrong.
     """
-    bindir = _bindir()
+    bindir = find_bindir()
     user = _run_as()
     base = tempfile.mkdtemp(prefix="dsh-pg-")
     os.chmod(base, 0o755)
@@ -203,37 +249,72 @@ def running_cluster(*, fast: bool = True) -> Iterator[Cluster]:
 
 _shared: list[Cluster] = []
 _users: list[int] = [0]
+#: Why this process's cluster could not start (it is tried once per process).
+_failed: list[ClusterUnavailable] = []
+
+#: How every skip of the PostgreSQL tests starts (:func:`fold_skip` folds them by it).
+SKIPPED = "PostgreSQL tests SKIPPED:"
+
+_HOW = (
+    f"set {BIN_ENV} to the directory of initdb and pg_ctl, or install the "
+    "distribution's postgresql package"
+)
+
+
+def unavailable_outcome(
+    error: ClusterUnavailable, environ: Mapping[str, str] | None = None
+) -> tuple[bool, str]:
+    """Whether the PostgreSQL tests skip (``True``) or fail when ``error`` stops the server.
+
+    Missing binaries or driver skip them, unless ``DSH_TRIO_REQUIRE_POSTGRES=1``;
+    a server that is installed but cannot start fails them, unless
+    ``DSH_TRIO_SKIP_POSTGRES=1`` (and not required). Returns the verdict and the
+    message to show.
+    """
+    env = os.environ if environ is None else environ
+    required = env.get(REQUIRE_ENV) == "1"
+    if required:
+        return False, (
+            f"{REQUIRE_ENV}=1 and PostgreSQL is unavailable: {error} ({_HOW})"
+        )
+    if isinstance(error, NotInstalled):
+        return True, (
+            f"{SKIPPED} no server here: {error} ({_HOW}; "
+            f"{REQUIRE_ENV}=1 makes this a failure)"
+        )
+    if env.get(SKIP_ENV) == "1":
+        return True, f"{SKIPPED} {SKIP_ENV}=1 and the server cannot start: {error}"
+    return False, (
+        f"the PostgreSQL tests need a server and it cannot start: {error}. "
+        f"Set {SKIP_ENV}=1 to skip these tests."
+    )
 
 
 def acquire_shared() -> Cluster:
-    """The test run's one cluster, started on first use (pair with :func:`release_shared`).
+    """This process's one cluster, started on first use (pair with :func:`release_shared`).
 
-    Fails the calling test with a clear message when the server cannot start,
-    unless ``DSH_TRIO_SKIP_POSTGRES=1`` is set (then skips it with that reason).
+    When it cannot start, skips or fails the calling test as
+    :func:`unavailable_outcome` says (always from the same line, so the skips fold
+    into one line of the summary).
     """
     import pytest
 
-    def unavailable(why: str) -> None:
-        if os.environ.get(SKIP_ENV) == "1":
-            pytest.skip(f"PostgreSQL is unavailable ({SKIP_ENV}=1): {why}")
-        pytest.fail(
-            "the PostgreSQL store tests need a PostgreSQL server and none can start: "
-            f"{why}. Install the distribution's postgresql package (scripts/check "
-            f"does when initdb is missing), or set {SKIP_ENV}=1 to skip these tests.",
-            pytrace=False,
-        )
-
-    if not _shared:
+    if not _shared and not _failed:
         try:
-            import psycopg  # noqa: F401
-        except ImportError as exc:
-            unavailable(
-                f"psycopg is not installed ({exc}); pip install 'dsh-trio[postgres]'"
-            )
-        try:
+            try:
+                import psycopg  # noqa: F401
+            except ImportError as exc:
+                raise NotInstalled(
+                    f"psycopg is not installed ({exc}); pip install -e '.[test]'"
+                ) from exc
             _shared.append(start_cluster())
         except ClusterUnavailable as exc:
-            unavailable(str(exc))
+            _failed.append(exc)
+    if _failed:
+        skip, message = unavailable_outcome(_failed[0])
+        if skip:
+            pytest.skip(message)
+        pytest.fail(message, pytrace=False)
     _users[0] += 1
     return _shared[0]
 
@@ -243,3 +324,25 @@ def release_shared() -> None:
     _users[0] -= 1
     if _users[0] <= 0 and _shared:
         _shared.pop().stop()
+
+
+def fold_skip(report: Any) -> None:
+    """Point a PostgreSQL skip's report at :func:`acquire_shared`, not at its test.
+
+    pytest locates a skip raised in a fixture at the test, so ``-ra`` would print
+    one line per test; located at one place with one reason, the skips fold into
+    one line of the summary (``SKIPPED [N] .../_cluster.py:L: PostgreSQL tests
+    SKIPPED: ...``). Called from ``tests/conftest.py``'s report hook.
+    """
+    longrepr = getattr(report, "longrepr", None)
+    if (
+        getattr(report, "skipped", False)
+        and isinstance(longrepr, tuple)
+        and len(longrepr) == 3
+        and str(longrepr[2]).removeprefix("Skipped: ").startswith(SKIPPED)
+    ):
+        report.longrepr = (
+            __file__,
+            acquire_shared.__code__.co_firstlineno,
+            longrepr[2],
+        )

@@ -1,8 +1,10 @@
 """The PostgreSQL server the shared-store tests run against (a real one, never a mock).
 
-One throwaway cluster per test run; each test gets a fresh database. When the
-server cannot start the tests fail and say why, unless ``DSH_TRIO_SKIP_POSTGRES=1``
-is set (then they are skipped with that reason): CI never skips them silently.
+One throwaway cluster per test process (per pytest-xdist worker); each test gets a
+fresh database. Without server binaries (see ``_cluster.find_bindir``) the tests
+are skipped with one line in the summary, and fail instead under
+``DSH_TRIO_REQUIRE_POSTGRES=1`` (set by ``scripts/check`` under CI); a server that
+is installed but cannot start fails them, unless ``DSH_TRIO_SKIP_POSTGRES=1``.
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ from . import (
 )
 from ._checker import LogChecker
 from ._harness import ModelDesk, RuntimeHost, release_one
+from ._report import DeliberateFailures, ListenerFailure, MaintenanceFailure
 from ._subject import Subject, record_notifications
 
 __all__ = ["MachineCore"]
@@ -77,6 +78,11 @@ class MachineCore(RuleBasedStateMachine):
         super().__init__()
         self.clock = trio.testing.MockClock()  # rate 0, no autojump: time is a rule
         self.loop = GuestLoop(clock=self.clock)
+        #: The machine's own deliberate failures the runtime logged (raising
+        #: listeners, failing maintenance), kept here instead of in the log so that
+        #: a failing test's report shows the program, not hundreds of tracebacks.
+        self._deliberate = DeliberateFailures((ListenerFailure, MaintenanceFailure))
+        self._deliberate.install()
         try:
             self.desk = ModelDesk()
             kwargs: dict[str, Any] = {
@@ -101,7 +107,7 @@ class MachineCore(RuleBasedStateMachine):
             self.desk.on_request = self._on_request
             self.subject: Subject = self._new_subject()
         except BaseException:
-            self.loop.close()  # a half-built example must not poison the next one
+            self._close_loop()  # a half-built example must not poison the next one
             raise
 
     # ------------------------------------------------------------------ extension points
@@ -138,6 +144,17 @@ class MachineCore(RuleBasedStateMachine):
     def events(self) -> Sequence[SessionEvent]:
         """The session log of the agent under test."""
         return self.subject.events
+
+    @property
+    def deliberate_failures(self) -> Sequence[str]:
+        """What the runtime logged of the machine's deliberate failures, in order.
+
+        Each is ``"<log message>: <exception>"``, e.g. ``'listener of event
+        "agent/status" raised: ListenerFailure('agent/status')'``. These records
+        stay out of the ``dsh_trio`` log while the machine runs; any other record
+        (a real failure) is logged as usual.
+        """
+        return self._deliberate.seen
 
     def _new_subject(self, parent: Subject | None = None) -> Subject:
         session_id = f"{self.session_prefix}-{len(self.subjects)}"
@@ -325,13 +342,19 @@ class MachineCore(RuleBasedStateMachine):
         except BaseException:
             self._close_quietly()
             raise
-        self.loop.close()
+        self._close_loop()
+
+    def _close_loop(self) -> None:
+        try:
+            self.loop.close()
+        finally:
+            self._deliberate.uninstall()
 
     def _close_quietly(self) -> None:
         # Only while another failure propagates: that failure is the report, not
         # what closing a broken run raises on top of it.
         with contextlib.suppress(Exception):
-            self.loop.close()
+            self._close_loop()
 
     # ------------------------------------------------------------------ replay
 

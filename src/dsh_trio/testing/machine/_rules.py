@@ -33,13 +33,10 @@ from .._strategies import (
 )
 from ._machine_core import MachineCore
 from ._preset_oracle import select_preset
+from ._report import ListenerFailure
 from ._subject import Subject, Waiter, run_waiter
 
 __all__ = ["AgentStateMachine"]
-
-
-class _ListenerFailure(Exception):
-    """What the machine's raising listeners raise."""
 
 
 class AgentStateMachine(MachineCore):
@@ -214,14 +211,15 @@ class AgentStateMachine(MachineCore):
         """Register a listener that raises, at the front or the back of ``name``'s chain.
 
         ``emit`` logs it and still calls every other listener (the machine's own
-        recorders among them).
+        recorders among them); the machine keeps these records out of the log, in
+        :attr:`deliberate_failures`.
         """
         if len(self._raising) >= 2:
             return
         self._raising.append(name)
 
         def raising(payload: object) -> None:
-            raise _ListenerFailure(name)
+            raise ListenerFailure(name)
 
         self.runtime.events.on(name, raising, prepend=front)
 
