@@ -22,9 +22,9 @@ from dsh_trio.persistence._jsonl_load import scan_log
 from dsh_trio.persistence._persistence import load_session
 from dsh_trio.persistence._recorder import persist_new_session
 from dsh_trio.session import Session
+from dsh_trio.session._compact import DecodedEvents
 from dsh_trio.values import (
     Completed,
-    DecodedEvents,
     SessionEvent,
     StepEnd,
     StepStart,

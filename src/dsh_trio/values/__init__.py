@@ -61,7 +61,6 @@ from ._codec import (
     header_to_json as header_to_json,
     typed_data as typed_data,
 )
-from ._compact import DecodedEvents as DecodedEvents
 from ._content import (
     SYSTEM_PROMPT_PLUGIN as SYSTEM_PROMPT_PLUGIN,
     AssistantMessage as AssistantMessage,
@@ -146,5 +145,6 @@ from ._slots import builder as builder, slot_setters as slot_setters, twin as tw
 from ._typed_lines import (
     TYPED_EXCLUDED as TYPED_EXCLUDED,
     TypedLine as TypedLine,
+    assistant_message_of as assistant_message_of,
     typed_line_check as typed_line_check,
 )
