@@ -17,6 +17,7 @@ import pytest
 import trio
 
 import dsh_trio as dsh
+from dsh_trio import user_message
 from dsh_trio.errors import AgentDisposedError
 from dsh_trio.events import EventBus
 from dsh_trio.loop._inbox import Inbox
@@ -32,7 +33,6 @@ from dsh_trio.values import (
     SystemMessage,
     SystemMessageData,
     TurnStart,
-    user_message,
 )
 
 OPTIONS = dsh.AgentOptions(provider="scripted", model="m")

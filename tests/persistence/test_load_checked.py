@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dsh_trio import user_message
 from dsh_trio.errors import SessionCorruptError
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.persistence._jsonl_load import scan_log
@@ -31,7 +32,6 @@ from dsh_trio.values import (
     TurnEnd,
     TurnStart,
     UserMessage,
-    user_message,
 )
 
 

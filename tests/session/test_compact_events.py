@@ -20,6 +20,7 @@ import pytest
 import trio
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
+from dsh_trio import user_message
 from dsh_trio.errors import InvalidEventError, SessionCorruptError
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.persistence._jsonl_lines import encode_events
@@ -55,7 +56,6 @@ from dsh_trio.values import (
     event_from_json,
     parse_json_line,
     parse_json_line_stdlib,
-    user_message,
 )
 from dsh_trio.values._fast import Slow
 

@@ -79,7 +79,6 @@ from ._content import (
     ToolSource as ToolSource,
     UserMessage as UserMessage,
     UserSource as UserSource,
-    user_message as user_message,
 )
 from ._converter import (
     converter as converter,
@@ -125,7 +124,6 @@ from ._ids import (
     MessageId as MessageId,
     SessionId as SessionId,
     ToolCallId as ToolCallId,
-    new_message_id as new_message_id,
     now_ms as now_ms,
 )
 from ._json import (
