@@ -5,8 +5,8 @@ decoded into attrs values by the generated decoders of :mod:`._fast`, and those
 values are thrown away once admitted (only the line is kept). With the optional
 ``msgspec`` package the common line is checked instead by one typed decode in C,
 into ``msgspec`` structs mirrored from the same shapes (:mod:`._wire`: wire keys,
-tags, defaults, unions) and shape rules, which is several times cheaper than parsing the
-line alone into dicts.
+tags, defaults, unions) and shape rules, which is several times cheaper than
+parsing the line alone into dicts.
 
 The typed check never decides alone. It **accepts** a line only when the general
 path would give an event with data checked by the fast decoders, with that type,
