@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from dsh_trio import user_message
 from dsh_trio.session import Session, StreamAccumulator
 from dsh_trio.values import (
     AssistantMessage,
@@ -40,7 +41,6 @@ from dsh_trio.values import (
     TurnEnd,
     TurnStart,
     Usage,
-    user_message,
 )
 
 WINDOW = 100

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import trio
 
+from dsh_trio import user_message
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.persistence._persistence import Durability, load_session
 from dsh_trio.persistence._recorder import SessionRecorder, persist_new_session
@@ -47,7 +48,6 @@ from dsh_trio.values import (
     TurnEnd,
     TurnStart,
     Usage,
-    user_message,
 )
 
 EVENTS_PER_TURN = 8

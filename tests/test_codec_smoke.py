@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+from dsh_trio import user_message
 from dsh_trio.values import (
     Aborted,
     HookCancel,
@@ -16,7 +17,6 @@ from dsh_trio.values import (
     header_to_json,
     structure,
     to_json,
-    user_message,
 )
 
 

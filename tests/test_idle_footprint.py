@@ -17,22 +17,22 @@ import pytest
 import trio
 
 import dsh_trio as dsh
+from dsh_trio import user_message
 from dsh_trio.errors import AgentDisposedError
 from dsh_trio.events import EventBus
 from dsh_trio.loop._inbox import Inbox
 from dsh_trio.session import Session, _history, _surface
+from dsh_trio.session._compact import DecodedEvents
 from dsh_trio.session._history import HistoryFold
 from dsh_trio.session._surface import Surface
 from dsh_trio.testing import ScriptedModel, reply
 from dsh_trio.values import (
-    DecodedEvents,
     InboxTarget,
     MessageId,
     SurfaceReplace,
     SystemMessage,
     SystemMessageData,
     TurnStart,
-    user_message,
 )
 
 OPTIONS = dsh.AgentOptions(provider="scripted", model="m")
@@ -176,7 +176,7 @@ def test_a_restored_session_reads_as_the_original() -> None:
 def test_reads_across_blocks_decode_through_the_block_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dsh_trio.values import _compact
+    from dsh_trio.session import _compact
 
     monkeypatch.setattr(_compact, "BLOCK_LINES", 2)
     events = DecodedEvents()

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 import dsh_trio as dsh
-from dsh_trio.values import _ids
+from dsh_trio.loop import _ids
 
 
 def test_message_ids_are_distinct_uuid4_text() -> None:

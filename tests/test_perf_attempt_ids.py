@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from dsh_trio.values import _ids, new_message_id
+from dsh_trio import new_message_id
+from dsh_trio.loop import _ids
 
 
 def test_one_read_of_urandom_makes_a_batch_of_ids(

@@ -114,9 +114,11 @@ from .loop import (
     TurnStream as TurnStream,
     current_initiator as current_initiator,
     initiator as initiator,
+    new_message_id as new_message_id,
     no_initiator as no_initiator,
     require_initiator as require_initiator,
     text_of as text_of,
+    user_message as user_message,
 )
 from .nursery import (
     AgentExistsError as AgentExistsError,
@@ -183,8 +185,6 @@ from .values import (
     UserCancel as UserCancel,
     UserMessage as UserMessage,
     UserSource as UserSource,
-    new_message_id as new_message_id,
-    user_message as user_message,
 )
 
 __version__ = "0.1.0"

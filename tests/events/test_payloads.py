@@ -4,12 +4,12 @@ import attrs
 import pytest
 
 import dsh_trio.events as events
+from dsh_trio import user_message
 from dsh_trio.values import (
     AgentStatus,
     LlmFailure,
     SessionEvent,
     TextDelta,
-    user_message,
 )
 
 EXPECTED_FIELDS = {

@@ -18,6 +18,7 @@ import pytest
 import trio
 
 import dsh_trio as dsh
+from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.llm import OpenAICompatibleAdapter, check_deepseek_model
 from dsh_trio.llm._openai_request import request_body
@@ -33,7 +34,6 @@ from dsh_trio.values import (
     ToolSource,
     TurnEnd,
     UserMessage,
-    user_message,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.llm._openai import OpenAICompatibleAdapter
 from dsh_trio.llm._types import ModelRequest
@@ -39,7 +40,6 @@ from dsh_trio.values import (
     ToolSource,
     Usage,
     UserMessage,
-    user_message,
 )
 
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -19,6 +19,7 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
+from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.llm import OpenAICompatibleAdapter
 from dsh_trio.llm._openai_errors import stream_failure
@@ -41,7 +42,6 @@ from dsh_trio.values import (
     ToolCallDelta,
     TurnEnd,
     Usage,
-    user_message,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -30,6 +30,7 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 import dsh_trio as dsh
+from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.events import AgentErrorEvent
 from dsh_trio.llm import OpenAICompatibleAdapter
@@ -51,7 +52,6 @@ from dsh_trio.values import (
     SessionId,
     TextBlock,
     TextDelta,
-    user_message,
 )
 
 KEY = "sk-test-DO-NOT-LEAK-1234567890"

@@ -26,6 +26,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from dsh_trio import user_message
 from dsh_trio.cli._chat import run_chat
 from dsh_trio.cli._config import ModelChoice
 from dsh_trio.errors import LlmError
@@ -38,7 +39,6 @@ from dsh_trio.values import (
     StreamChunk,
     TextDelta,
     ToolCallDelta,
-    user_message,
 )
 
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 import dsh_trio as dsh
+from dsh_trio import user_message
 from dsh_trio.llm import OpenAICompatibleAdapter, stream_model
 from dsh_trio.llm._types import ModelRequest
 from dsh_trio.testing import ScriptedModel, chunks
@@ -36,7 +37,6 @@ from dsh_trio.values import (
     ToolCallBlock,
     ToolCallDelta,
     TurnEnd,
-    user_message,
 )
 
 URL = "https://llm.test/v1"

@@ -18,6 +18,7 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
+from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.llm import OpenAICompatibleAdapter
 from dsh_trio.llm._types import ModelRequest
@@ -29,7 +30,6 @@ from dsh_trio.values import (
     StreamChunk,
     TextDelta,
     TurnEnd,
-    user_message,
 )
 
 AsyncHandler = Callable[[httpx.Request], Awaitable[httpx.Response]]

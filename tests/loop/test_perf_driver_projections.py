@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import dsh_trio as dsh
+from dsh_trio import new_message_id
 from dsh_trio.loop._context import RuntimeContextProjection
 from dsh_trio.loop._prompt import SystemPromptProjection
 from dsh_trio.session import Session
@@ -15,7 +16,6 @@ from dsh_trio.values import (
     SYSTEM_PROMPT_PLUGIN,
     PluginSource,
     UserMessage,
-    new_message_id,
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import given, settings, strategies as st
 
 import dsh_trio as dsh
+from dsh_trio import new_message_id
 from dsh_trio.loop._context import (
     RuntimeContextProjection,
     join_context_sections,
@@ -27,7 +28,6 @@ from dsh_trio.values import (
     SystemMessageData,
     TextBlock,
     UserMessage,
-    new_message_id,
 )
 
 TEXTS = ("", "alpha", "beta")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import dsh_trio as dsh
+from dsh_trio import user_message
 from dsh_trio.cli import main
 from dsh_trio.errors import InvalidEventError, SessionCorruptError
 from dsh_trio.persistence import load_session, persist_new_session, restore_session
@@ -26,7 +27,6 @@ from dsh_trio.values import (
     StepStart,
     TurnStart,
     event_from_json,
-    user_message,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reference_orders"

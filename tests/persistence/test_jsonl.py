@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from dsh_trio import user_message
 from dsh_trio.errors import (
     InvalidEventError,
     InvalidSessionIdError,
@@ -43,7 +44,6 @@ from dsh_trio.values import (
     TurnStart,
     UserMessage,
     event_to_json,
-    user_message,
 )
 
 

@@ -16,22 +16,22 @@ from typing import Any
 
 import pytest
 
+from dsh_trio import user_message
 from dsh_trio.errors import SessionCorruptError
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.persistence._jsonl_load import scan_log
 from dsh_trio.persistence._persistence import load_session
 from dsh_trio.persistence._recorder import persist_new_session
 from dsh_trio.session import Session
+from dsh_trio.session._compact import DecodedEvents
 from dsh_trio.values import (
     Completed,
-    DecodedEvents,
     SessionEvent,
     StepEnd,
     StepStart,
     TurnEnd,
     TurnStart,
     UserMessage,
-    user_message,
 )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 
+from dsh_trio import user_message
 from dsh_trio.errors import SessionCorruptError, SessionFormatError, SessionLockedError
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.persistence._persistence import load_session
@@ -39,7 +40,6 @@ from dsh_trio.values import (
     TurnStart,
     Usage,
     UserMessage,
-    user_message,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,6 +11,7 @@ import pytest
 import trio
 import trio.testing
 
+from dsh_trio import user_message
 from dsh_trio.errors import PersistenceError, PersistenceSeqError, SessionLockedError
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.persistence._persistence import Durability
@@ -24,7 +25,6 @@ from dsh_trio.values import (
     StepStart,
     TurnEnd,
     TurnStart,
-    user_message,
 )
 
 

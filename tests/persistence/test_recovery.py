@@ -17,6 +17,7 @@ import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from dsh_trio import user_message
 from dsh_trio.errors import (
     SessionCorruptError,
     SessionExistsError,
@@ -59,7 +60,6 @@ from dsh_trio.values import (
     TurnStart,
     Usage,
     UserMessage,
-    user_message,
 )
 
 LOG = "session.v3.jsonl"

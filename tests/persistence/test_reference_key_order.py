@@ -19,6 +19,7 @@ from typing import Any
 
 import trio
 
+from dsh_trio import user_message
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.persistence._persistence import load_session
 from dsh_trio.values import (
@@ -39,7 +40,6 @@ from dsh_trio.values import (
     Usage,
     UserMessage,
     event_to_json,
-    user_message,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reference_orders"

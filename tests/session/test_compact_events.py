@@ -20,18 +20,19 @@ import pytest
 import trio
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
+from dsh_trio import user_message
 from dsh_trio.errors import InvalidEventError, SessionCorruptError
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.persistence._jsonl_lines import encode_events
 from dsh_trio.persistence._jsonl_load import scan_log
 from dsh_trio.persistence._persistence import load_session
 from dsh_trio.persistence._recorder import persist_new_session
-from dsh_trio.session import LoadedLog, Session
+from dsh_trio.session import LoadedLog, Session, _compact
+from dsh_trio.session._compact import DecodedEvents
 from dsh_trio.values import (
     AssistantMessage,
     AssistantMessageData,
     Completed,
-    DecodedEvents,
     MessageId,
     ModelSource,
     RequestContextData,
@@ -51,12 +52,10 @@ from dsh_trio.values import (
     TurnStart,
     UserMessage,
     _codec,
-    _compact,
     _jsonline,
     event_from_json,
     parse_json_line,
     parse_json_line_stdlib,
-    user_message,
 )
 from dsh_trio.values._fast import Slow
 
@@ -302,7 +301,7 @@ def test_lines_come_before_values_and_indices_are_checked() -> None:
 def test_sequences_without_lines_share_no_mutable_store() -> None:
     """A live session's events hold no line stores of their own (idle-agent memory),
     and the shared empty ones stay empty whatever other sequences do."""
-    from dsh_trio.values import _compact
+    from dsh_trio.session import _compact
 
     line = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}'
     live, other = DecodedEvents(), DecodedEvents()

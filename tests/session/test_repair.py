@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dsh_trio import user_message
 from dsh_trio.session import Session, close_interrupted_turn, interrupted_turn_closers
 from dsh_trio.values import (
     AssistantMessage,
@@ -24,7 +25,6 @@ from dsh_trio.values import (
     TurnEnd,
     TurnStart,
     UserMessage,
-    user_message,
 )
 
 

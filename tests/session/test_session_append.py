@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import pytest
 
+from dsh_trio import user_message
 from dsh_trio.errors import InvalidEventError, SessionReentrancyError
 from dsh_trio.session import Session
 from dsh_trio.values import (
@@ -39,7 +40,6 @@ from dsh_trio.values import (
     TurnEnd,
     TurnStart,
     UserMessage,
-    user_message,
 )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 import pytest
 
+from dsh_trio import user_message
 from dsh_trio.errors import (
     ForkBoundaryError,
     InvalidSessionIdError,
@@ -35,7 +36,6 @@ from dsh_trio.values import (
     ToolCallChunksRecord,
     TurnEnd,
     TurnStart,
-    user_message,
 )
 
 

@@ -10,6 +10,7 @@ import attrs
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from dsh_trio import user_message
 from dsh_trio.errors import InvalidEventError
 from dsh_trio.session import Session
 from dsh_trio.values import (
@@ -30,7 +31,6 @@ from dsh_trio.values import (
     ToolSource,
     TurnStart,
     UserMessage,
-    user_message,
 )
 
 

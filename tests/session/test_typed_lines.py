@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from dsh_trio.errors import SessionCorruptError
 from dsh_trio.persistence import _jsonl_load
-from dsh_trio.session import Session, _history
+from dsh_trio.session import Session, _compact, _history
+from dsh_trio.session._compact import DecodedEvents
 from dsh_trio.values import (
     EVENT_DATA_TYPES,
     MAX_SAFE_INTEGER,
@@ -30,13 +31,11 @@ from dsh_trio.values import (
     TYPED_EXCLUDED,
     AssistantMessage,
     AssistantMessageData,
-    DecodedEvents,
     MessageId,
     ModelSource,
     RequestContextData,
     SessionEvent,
     ToolResultBlock,
-    _compact,
     _typed_lines,
     decode_event,
     event_to_json,

@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio.testing
 
+from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.llm._types import ModelRequest
 from dsh_trio.testing import (
@@ -40,7 +41,6 @@ from dsh_trio.values import (
     ToolCallBlock,
     ToolCallDelta,
     Usage,
-    user_message,
 )
 
 

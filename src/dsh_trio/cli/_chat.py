@@ -28,7 +28,7 @@ from ..errors import (
     SessionNotFoundError,
 )
 from ..events import AgentStatusChanged
-from ..loop import Agent
+from ..loop import Agent, user_message
 from ..nursery import AgentHandle, Runtime, open_runtime
 from ..persistence import JsonlPersistence
 from ..values import (
@@ -37,7 +37,6 @@ from ..values import (
     AssistantMessageData,
     TurnEndReason,
     UserCancel,
-    user_message,
 )
 from ._chat_view import _ChatView, _farewell, _greet, _snippet
 from ._config import ModelChoice

@@ -29,6 +29,7 @@ import tomli_w
 import trio
 
 from ..errors import ProfileError
+from ..loop import new_message_id
 from ..values import (
     CallConfig,
     Enter,
@@ -36,7 +37,6 @@ from ..values import (
     PreStepDecision,
     TextBlock,
     UserMessage,
-    new_message_id,
 )
 
 if TYPE_CHECKING:

@@ -2,6 +2,7 @@
 
 from ._agent import Agent as Agent
 from ._driver import AgentConfigError as AgentConfigError
+from ._ids import new_message_id as new_message_id, user_message as user_message
 from ._inbox import Inbox as Inbox
 from ._initiator import (
     current_initiator as current_initiator,

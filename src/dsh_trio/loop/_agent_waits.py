@@ -22,9 +22,9 @@ from ..values import (
     TurnEnd,
     UserCancel,
     UserMessage,
-    user_message,
 )
 from ._agent_work import _LIVE, _SEALED
+from ._ids import user_message
 from ._payloads import (
     AgentStatusChanged,
     InboxClaimed,

@@ -20,8 +20,8 @@ from ..values import (
     ToolResultData,
     ToolSource,
     UserMessage,
-    new_message_id,
 )
+from ._ids import new_message_id
 
 if TYPE_CHECKING:
     from ..session import Session

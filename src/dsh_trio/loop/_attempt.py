@@ -28,9 +28,9 @@ from ..values import (
     StreamChunk,
     TextDelta,
     builder,
-    new_message_id,
     twin,
 )
+from ._ids import new_message_id
 from ._payloads import AssistantStream
 
 if TYPE_CHECKING:

@@ -31,8 +31,8 @@ from ..values import (
     SurfaceReplace,
     TextBlock,
     UserMessage,
-    new_message_id,
 )
+from ._ids import new_message_id
 
 if TYPE_CHECKING:
     from ..session import Session

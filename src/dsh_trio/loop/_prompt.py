@@ -15,8 +15,8 @@ from ..values import (
     SystemMessage,
     SystemMessageData,
     TextBlock,
-    new_message_id,
 )
+from ._ids import new_message_id
 
 if TYPE_CHECKING:
     from ..session import Session

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..errors import InvalidEventError, SessionCorruptError
-from ..values import DecodedEvents, SessionEvent, UserMessage, UserSource
+from ..values import SessionEvent, UserMessage, UserSource
 from ._admission import admitted, check_sources
+from ._compact import DecodedEvents
 from ._loaded import LoadedLog
 from ._views import SessionEvents
 

@@ -3,7 +3,7 @@
 A log reader hands each decoded event to :meth:`LoadedLog.admit` together with its
 line. The event goes through the checks ``Session.restore`` makes (the envelope, the
 sources, the surface rules) and into the surface and the markers at once, and only
-its line is kept (:class:`~dsh_trio.values.DecodedEvents`), so reading a long log
+its line is kept (:class:`~dsh_trio.session._compact.DecodedEvents`), so reading a long log
 needs memory for the lines, not for the decoded events. ``Session.restore`` then
 adopts the log's surface and markers instead of admitting every event again.
 
@@ -21,11 +21,11 @@ from ..values import (
     EVENT_DATA_TYPES,
     MAX_SAFE_INTEGER,
     SURFACE_TYPES,
-    DecodedEvents,
     RequestContextData,
     SessionEvent,
 )
 from ._admission import admitted, check_sources
+from ._compact import DecodedEvents
 from ._markers import MARKER_TYPES, Markers
 from ._surface import APPEND, Plan, Surface
 

@@ -29,7 +29,6 @@ from ..values import (
     EVENT_DATA_TYPES,
     MAX_SAFE_INTEGER,
     SURFACE_TYPES,
-    DecodedEvents,
     EndSeed,
     EpochHeader,
     EventData,
@@ -50,6 +49,7 @@ from ._admission import (  # appends build events inline, on the event's twin
     invalid,
     typed_event_data,
 )
+from ._compact import DecodedEvents
 from ._fork import fork_prefix
 from ._headers import new_header, restored_header
 from ._history import DerivedMessages, HistoryFold

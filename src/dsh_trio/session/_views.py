@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import SupportsIndex, overload
 
-from ..values import DecodedEvents, SessionEvent
+from ..values import SessionEvent
+from ._compact import DecodedEvents
 
 __all__ = ["SessionEvents"]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..loop import new_message_id
 from ..values import (
     MAX_SAFE_INTEGER,
     SessionEvent,
@@ -19,7 +20,6 @@ from ..values import (
     ToolSource,
     UserMessage,
     builder,
-    new_message_id,
     utf8_ok,
 )
 from ._outcome import Outcome

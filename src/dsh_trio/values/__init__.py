@@ -1,13 +1,17 @@
 """Value types: ids, messages, content blocks, causes, chunks, event data, and the codec.
 
 The bottom layer of dsh_trio: everything here is an immutable ``attrs`` value or a pure
-function over them. The JSON form (the reference's wire and file shape: camelCase keys,
-``{"type": ...}`` / ``{"kind": ...}`` tagged unions) is produced by the one converter of
-:mod:`dsh_trio.values._converter`; session events and headers are (de)serialised by
-:mod:`dsh_trio.values._codec`. Outside data is checked by the lossless-JSON rules of
-:mod:`dsh_trio.values._json` and the generated checkers of
-:mod:`dsh_trio.values._checks` (with the format's extra rules in
-:mod:`dsh_trio.values._rules`).
+function over them (what holds state lives where it is used: the pool of fresh message
+ids in :mod:`dsh_trio.loop`, the compact event sequence of a restored log in
+:mod:`dsh_trio.session`). The JSON form (the reference's wire and file shape:
+camelCase keys, ``{"type": ...}`` / ``{"kind": ...}`` tagged unions) is described once,
+in :mod:`dsh_trio.values._wire`; from that description are built the converter of
+:mod:`dsh_trio.values._converter` (session events and headers are (de)serialised by
+:mod:`dsh_trio.values._codec`), the checkers of :mod:`dsh_trio.values._checks` (with
+the format's extra rules in :mod:`dsh_trio.values._rules`) and the log reader's fast
+decoders and typed line check (:mod:`dsh_trio.values._fast`,
+:mod:`dsh_trio.values._typed_lines`). Outside data is checked by the lossless-JSON
+rules of :mod:`dsh_trio.values._json` and those checkers.
 """
 
 from ._causes import (
@@ -61,7 +65,6 @@ from ._codec import (
     header_to_json as header_to_json,
     typed_data as typed_data,
 )
-from ._compact import DecodedEvents as DecodedEvents
 from ._content import (
     SYSTEM_PROMPT_PLUGIN as SYSTEM_PROMPT_PLUGIN,
     AssistantMessage as AssistantMessage,
@@ -80,7 +83,6 @@ from ._content import (
     ToolSource as ToolSource,
     UserMessage as UserMessage,
     UserSource as UserSource,
-    user_message as user_message,
 )
 from ._converter import (
     converter as converter,
@@ -126,7 +128,6 @@ from ._ids import (
     MessageId as MessageId,
     SessionId as SessionId,
     ToolCallId as ToolCallId,
-    new_message_id as new_message_id,
     now_ms as now_ms,
 )
 from ._json import (
@@ -146,5 +147,6 @@ from ._slots import builder as builder, slot_setters as slot_setters, twin as tw
 from ._typed_lines import (
     TYPED_EXCLUDED as TYPED_EXCLUDED,
     TypedLine as TypedLine,
+    assistant_message_of as assistant_message_of,
     typed_line_check as typed_line_check,
 )

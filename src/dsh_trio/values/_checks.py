@@ -6,8 +6,8 @@ its classes (and the shape rules of :mod:`dsh_trio.values._rules`) and report th
 first problem with its path, e.g. ``data.message.content[0].text must be a str, got
 int``. They never copy: typed data is shared, immutable, and trusted once checked.
 
-The checkers are generated once per class from the type annotations of the value
-types.
+The checkers are generated once per class from the field types of its shape
+(:mod:`._wire`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from typing import Any, Final
 
 import attrs
 
-from ._causes import CANCEL_CAUSES, CancelCause
-from ._ids import JsonValue
+from ._causes import CancelCause
 from ._json import (
     MAX_SAFE_INTEGER as MAX_SAFE,
     DataShapeError,
@@ -29,6 +28,7 @@ from ._json import (
     utf8_ok,
 )
 from ._rules import RULES
+from ._wire import UNIONS, is_json, shape
 
 __all__ = ["check_typed", "checker"]
 
@@ -85,14 +85,6 @@ _check_json_field: Final = check_json_value
 _CACHE: dict[object, Check] = {}
 
 
-def _is_json_alias(tp: object) -> bool:
-    if tp is JsonValue:
-        return True
-    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
-        return False
-    return set(typing.get_args(tp)) >= {type(None), bool, int, float, str}
-
-
 def checker(tp: object) -> Check:
     """The checker of annotation ``tp`` (cached)."""
     found = _CACHE.get(tp)
@@ -104,7 +96,7 @@ def checker(tp: object) -> Check:
 
 
 def _build(tp: object) -> Check:
-    if _is_json_alias(tp):
+    if is_json(tp):
         return _check_json_field
     if tp is type(None) or tp is None:
         return _check_none
@@ -129,7 +121,7 @@ def _build(tp: object) -> Check:
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum(tp)
     if tp is CancelCause:
-        return _classes(tuple(CANCEL_CAUSES.values()), "a cancel cause")
+        return _classes(UNIONS[CancelCause].members, "a cancel cause")
     if isinstance(tp, type) and attrs.has(tp):
         return _attrs_class(tp)
     raise TypeError(f"no checker for annotation {tp!r}")  # a bug in _values, not input
@@ -263,9 +255,10 @@ def _attrs_class(cls: type[Any]) -> Check:
     # common scalar cases inline) because it runs on every append. Tuples and
     # unions resolve their members lazily, so recursive types (a tool result block
     # holding blocks) never recurse here.
-    # Field types, resolved once and cached by attrs (the public classes are resolved
-    # before their __module__ is pointed at the public package, see dsh_trio/__init__).
-    hints = {field.name: field.type for field in attrs.fields(attrs.resolve_types(cls))}
+    # Field types from the class's shape: resolved once and cached by attrs (the
+    # public classes are resolved before their __module__ is pointed at the public
+    # package, see dsh_trio/__init__).
+    fields = shape(cls).fields
     ns: dict[str, Any] = {
         "cls": cls,
         "M": MAX_SAFE,
@@ -283,11 +276,11 @@ def _attrs_class(cls: type[Any]) -> Check:
         "        raise DataShapeError(",
         "            f'must be a {cls.__name__}, got {_tname(value)}')",
     ]
-    for k, field in enumerate(attrs.fields(cls)):
+    for k, field in enumerate(fields):
         name = field.name
         seg = repr(f".{name}")
-        tp = hints[name]
-        if _is_json_alias(tp):
+        tp = field.type
+        if is_json(tp):
             base, guard, chk = tp, "v is not None", "_check_json_field"
         else:
             args = typing.get_args(tp)

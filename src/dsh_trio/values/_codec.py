@@ -39,6 +39,7 @@ from ._fast import Slow, direct_setters, fast_data
 from ._ids import JsonValue
 from ._json import check_json
 from ._slots import builder
+from ._wire import ENVELOPE
 
 __all__ = [
     "event_to_json",
@@ -94,8 +95,9 @@ def data_from_json(type_: str, data: object) -> EventData | JsonValue:
 def event_to_json(event: SessionEvent) -> dict[str, JsonValue]:
     """The JSON object of one log line.
 
-    Its keys in the order the reference's ``Session.append`` builds an event:
-    ``type, seq, time, data, sourceEventSeqs?, surfaceOp?, ignorable?``.
+    Its keys in the order the reference's ``Session.append`` builds an event
+    (:data:`~._wire.ENVELOPE`): ``type, seq, time, data, sourceEventSeqs?, surfaceOp?,
+    ignorable?``.
     """
     data = event.data
     out: dict[str, JsonValue] = {
@@ -161,9 +163,7 @@ def _expand_sources(raw: object) -> tuple[int, ...]:
     return tuple(out)
 
 
-_EVENT_KEYS = frozenset(
-    {"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"}
-)
+_EVENT_KEYS = frozenset(ENVELOPE)
 
 #: Obsolete event types the reference refuses unless marked ``"ignorable": true``.
 _OBSOLETE_TYPES = frozenset({"tool/code-dispatch", "tool/code-dispatch-start"})

@@ -6,7 +6,7 @@ from typing import ClassVar, TypeAlias
 
 import attrs
 
-from ._ids import JsonValue, MessageId, new_message_id
+from ._ids import JsonValue, MessageId
 
 # --------------------------------------------------------------------------- blocks
 
@@ -148,67 +148,3 @@ class SystemMessage:
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | SystemMessage
-
-_USER = UserSource()  # shared: a frozen value with no fields
-_BLOCK_TYPES = (TextBlock, ReasoningBlock, ImageBlock, ToolCallBlock, ToolResultBlock)
-_SOURCE_TYPES = (UserSource, PluginSource, ModelSource, ToolSource)
-
-
-def user_message(
-    text_or_blocks: str | ContentBlock | tuple[ContentBlock, ...] | list[ContentBlock],
-    *,
-    source: MessageSource | None = None,
-    id: str | None = None,
-) -> UserMessage:
-    """Build a :class:`UserMessage` with a fresh id.
-
-    Example::
-
-        >>> m = user_message("hello")
-        >>> m.content
-        (TextBlock(text='hello'),)
-
-    Args:
-        text_or_blocks: plain text (one text block), one block, or a sequence of blocks.
-        source: where the message comes from; :class:`UserSource` by default.
-        id: an explicit message id; a uuid4 by default.
-
-    Raises:
-        TypeError: ``text_or_blocks`` is none of these (``None``, say), a sequence
-            holds something that is not a content block, ``source`` is not a
-            message source or ``id`` is not a string.
-    """
-    raw: object = text_or_blocks  # callers may pass anything at runtime
-    if isinstance(raw, str):
-        content: tuple[ContentBlock, ...] = (TextBlock(raw),)
-    elif isinstance(raw, (tuple, list)):
-        content = tuple(raw)
-        for i, block in enumerate(content):
-            if not isinstance(block, _BLOCK_TYPES):
-                raise TypeError(
-                    f"user_message() content[{i}] must be a content block "
-                    f"(TextBlock, ImageBlock, ...), got {type(block).__name__} {block!r}"
-                )
-    elif isinstance(raw, _BLOCK_TYPES):
-        content = (raw,)
-    else:
-        raise TypeError(
-            "user_message() takes text, a content block or a sequence of content "
-            f"blocks, got {type(raw).__name__} {raw!r}"
-        )
-    raw_source: object = source
-    if raw_source is not None and not isinstance(raw_source, _SOURCE_TYPES):
-        raise TypeError(
-            "user_message() source must be a message source (UserSource(), "
-            f"PluginSource(...), ...), got {type(raw_source).__name__} {raw_source!r}"
-        )
-    raw_id: object = id
-    if raw_id is not None and not isinstance(raw_id, str):
-        raise TypeError(
-            f"user_message() id must be a str, got {type(raw_id).__name__} {raw_id!r}"
-        )
-    return UserMessage(
-        id=MessageId(id) if id is not None else new_message_id(),
-        content=content,
-        source=source if source is not None else _USER,
-    )

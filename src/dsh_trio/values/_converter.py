@@ -1,15 +1,8 @@
 """The one ``cattrs`` converter between dsh_trio's attrs values and the reference JSON.
 
-* keys are camelCase on the wire (``tool_call_id`` → ``toolCallId``);
-* tagged unions carry their tag first: content blocks and stream chunks/records by
-  ``type``, sources, causes and turn-end reasons by ``kind``, messages by ``role``;
-* keys follow the field order, except where the reference's writer orders them
-  otherwise (``_KEY_ORDER``: messages, a tool result's message, ``tool-call-chunks``
-  records, ``assistant/message`` data ``{turn, step, message, interrupted?, usage?,
-  stream}``, ``agent/inbox/spliced`` data ``{target, start, removedCount?,
-  inserted, outcome?}``);
-* an absent optional field (``None``) is omitted, never written as ``null``;
-* structuring is strict: unknown keys, missing keys and wrong types are refused.
+It writes and reads by the shapes of :mod:`._wire` (wire keys, tags, key orders,
+which keys may be absent and which are left out while ``None``, the tagged unions);
+structuring is strict: unknown keys, missing keys and wrong types are refused.
 
 This module builds the converter (its hooks are registered at import);
 :mod:`dsh_trio.values._codec` uses it for session events and headers.
@@ -18,100 +11,37 @@ This module builds the converter (its hooks are registered at import);
 from __future__ import annotations
 
 import enum
-import types
+import functools
+import operator
 import typing
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ._causes import (
-    CANCEL_CAUSES,
-    Aborted,
-    Blocked,
-    CancelCause,
-    Completed,
-    Errored,
-    Interrupted,
-    MaxTokens,
-    TurnEndReason,
-)
-from ._chunks import (
-    BlockEnd,
-    BlockStart,
-    Finish,
-    RawChunkRecord,
-    ReasoningChunksRecord,
-    ReasoningDelta,
-    StreamChunk,
-    StreamRecord,
-    TextChunksRecord,
-    TextDelta,
-    ToolCallChunksRecord,
-    ToolCallDelta,
-    Usage,
-)
-from ._content import (
-    AssistantMessage,
-    ContentBlock,
-    ImageBlock,
-    Message,
-    MessageSource,
-    ModelSource,
-    PluginSource,
-    ReasoningBlock,
-    SystemMessage,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    ToolSource,
-    UserMessage,
-    UserSource,
-)
-from ._event_data import AssistantMessageData, InboxSplice
+from ._causes import CancelCause
+from ._chunks import StreamChunk
+from ._content import ToolSource, UserMessage
 from ._ids import JsonValue
 from ._json import check_json
+from ._wire import TOOL_RESULT_ORDER, UNIONS, is_json, shape, tag_of
 
 __all__ = ["converter", "to_json", "structure"]
 
 T = TypeVar("T")
 
-#: Names whose wire spelling is not the plain camelCase of the field name.
-_SPECIAL_NAMES = {"retry_after_ms": "providerRetryAfterMs"}
-
-
-def _camel(name: str) -> str:
-    special = _SPECIAL_NAMES.get(name)
-    if special is not None:
-        return special
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
 # --------------------------------------------------------------------------- converter
 
 converter = cattrs.Converter(forbid_extra_keys=True)
-
-_JSON_SCALARS = frozenset({type(None), bool, int, float, str})
-
-
-def _is_json_value(tp: object) -> bool:
-    # The recursive alias comes back from annotation resolution with fresh
-    # ForwardRefs, so recognise it by its scalar members rather than by identity.
-    if tp is JsonValue:
-        return True
-    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
-        return False
-    return set(typing.get_args(tp)) >= _JSON_SCALARS
 
 
 def _structure_json(value: object, _tp: object) -> JsonValue:
     return check_json(value)
 
 
-converter.register_structure_hook_func(_is_json_value, _structure_json)
+converter.register_structure_hook_func(is_json, _structure_json)
 
 
 # cattrs' default scalar hooks convert (``int("1")``, ``int(1.5)``, ``str(5)``); JSON
@@ -148,6 +78,23 @@ def _structure_str_enum(value: object, tp: type[enum.StrEnum]) -> enum.StrEnum:
     return tp(value)
 
 
+# cattrs reads a homogeneous tuple from any iterable: a string as its characters, an
+# object as its keys. A JSON array is a list; a typed value handed over may hold a tuple.
+_structure_tuple: Final = converter.get_structure_hook(tuple[int, ...])
+
+
+def _is_array(tp: object) -> bool:
+    args = typing.get_args(tp)
+    return typing.get_origin(tp) is tuple and len(args) == 2 and args[1] is Ellipsis
+
+
+def _structure_array(value: object, tp: Any) -> tuple[Any, ...]:
+    if value.__class__ is not list and value.__class__ is not tuple:
+        raise TypeError(f"expected an array, got {type(value).__name__} {value!r:.40}")
+    return cast("tuple[Any, ...]", _structure_tuple(value, tp))
+
+
+converter.register_structure_hook_func(_is_array, _structure_array)
 converter.register_structure_hook(int, _structure_int)
 converter.register_structure_hook(bool, _structure_bool)
 converter.register_structure_hook(float, _structure_float)
@@ -167,49 +114,32 @@ def _structure_number(value: object, _tp: object) -> int | float | None:
 converter.register_structure_hook_func(
     lambda t: t in ((int | float), (int | float | None)), _structure_number
 )
-converter.register_unstructure_hook_func(_is_json_value, lambda v: v)
+converter.register_unstructure_hook_func(is_json, lambda v: v)
 
 
 def _field_overrides(cls: type[Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in attrs.fields(cls):
-        omit = f.default is None
-        rename = _camel(f.name)
-        out[f.name] = override(
-            rename=rename if rename != f.name else None, omit_if_default=omit
+    """The wire key of each field, and whether it is left out while ``None``."""
+    return {
+        f.name: override(
+            rename=f.key if f.key != f.name else None,
+            omit_if_default=f.omitted_when_none,
         )
-    return out
-
-
-#: Wire key order of the objects whose keys the reference's writer does not write
-#: in field order (tag first, then the fields); absent optional keys are skipped.
-#: The reference's objects keep the order its code builds them in: a user message
-#: is ``{...input, role}`` and then ``{..., id}``; an inbox splice spreads
-#: ``removedCount`` between ``start`` and ``inserted``; an interrupted assistant
-#: message writes ``interrupted`` before ``usage`` and ``stream``.
-_KEY_ORDER: dict[type[Any], tuple[str, ...]] = {
-    UserMessage: ("content", "source", "role", "id"),
-    AssistantMessage: ("role", "content", "source", "id"),
-    SystemMessage: ("role", "content", "source", "id"),
-    ToolCallChunksRecord: ("type", "time0", "index", "dt", "id", "name", "args"),
-    AssistantMessageData: ("turn", "step", "message", "interrupted", "usage", "stream"),
-    InboxSplice: ("target", "start", "removedCount", "inserted", "outcome"),
-}
-
-#: The key order of a tool result's message (a user message with a
-#: :class:`ToolSource`): the reference builds it from ``{source, content}``.
-_TOOL_RESULT_ORDER: tuple[str, ...] = ("source", "content", "role", "id")
+        for f in shape(cls).fields
+    }
 
 
 def _unstructure_factory(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
     fn = make_dict_unstructure_fn(cls, converter, **_field_overrides(cls))
-    tag_key, tag = _tag_of(cls)
-    order = _KEY_ORDER.get(cls)
-    if order is not None:
-        names = {_camel(f.name) for f in attrs.fields(cls)}
-        if tag_key is not None:
-            names.add(tag_key)
-        assert names == set(order), f"key order of {cls.__name__} misses keys"
+    found = shape(cls)
+    tag_key, tag, order = found.tag_key, found.tag, found.order
+    # ``fn`` writes the keys always written first, then those left out while
+    # ``None``; where the shape's order differs, the written object is reordered.
+    natural = (
+        *(() if tag_key is None else (tag_key,)),
+        *(f.key for f in found.fields if not f.omitted_when_none),
+        *(f.key for f in found.fields if f.omitted_when_none),
+    )
+    if order != natural:
 
         def ordered(value: Any) -> dict[str, Any]:
             d = fn(value)
@@ -219,14 +149,13 @@ def _unstructure_factory(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
 
         if cls is not UserMessage:
             return ordered
-        assert set(_TOOL_RESULT_ORDER) == set(order)
 
         def user_message(value: Any) -> dict[str, Any]:
             if value.source.__class__ is not ToolSource:
                 return ordered(value)
             d = fn(value)
             d["role"] = "user"
-            return {k: d[k] for k in _TOOL_RESULT_ORDER}
+            return {k: d[k] for k in TOOL_RESULT_ORDER}
 
         return user_message
     if tag_key is None:
@@ -243,7 +172,7 @@ def _structure_factory(cls: type[Any]) -> Callable[[Any, Any], Any]:
     fn = make_dict_structure_fn(
         cls, converter, _cattrs_forbid_extra_keys=True, **_field_overrides(cls)
     )
-    tag_key, tag = _tag_of(cls)
+    tag_key, tag = tag_of(cls)
 
     def structure_obj(value: Any, tp: Any) -> Any:
         if not isinstance(value, dict):
@@ -262,39 +191,6 @@ def _structure_factory(cls: type[Any]) -> Callable[[Any, Any], Any]:
     return structure_obj
 
 
-def _tag_of(cls: type[Any]) -> tuple[str | None, str | None]:
-    if "TAG" in _all_class_vars(cls):
-        key = "kind" if cls in _KIND_TAGGED else "type"
-        return key, cast(str, cls.TAG)
-    if "ROLE" in _all_class_vars(cls):
-        return "role", cast(str, cls.ROLE)
-    if issubclass(cls, CancelCause):
-        return "kind", cls.kind
-    return None, None
-
-
-def _all_class_vars(cls: type[Any]) -> set[str]:
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        names.update(vars(klass))
-    return names
-
-
-_KIND_TAGGED: frozenset[type[Any]] = frozenset(
-    {
-        UserSource,
-        PluginSource,
-        ModelSource,
-        ToolSource,
-        Completed,
-        MaxTokens,
-        Blocked,
-        Aborted,
-        Errored,
-        Interrupted,
-    }
-)
-
 converter.register_unstructure_hook_factory(attrs.has, _unstructure_factory)
 converter.register_unstructure_hook_func(
     lambda t: isinstance(t, type) and issubclass(t, enum.Enum), lambda v: v.value
@@ -305,7 +201,7 @@ converter.register_structure_hook_factory(attrs.has, _structure_factory)
 def _register_union(union: object, key: str, members: tuple[type[Any], ...]) -> None:
     by_tag: dict[str, type[Any]] = {}
     for cls in members:
-        _, tag = _tag_of(cls)
+        _, tag = tag_of(cls)
         assert tag is not None
         by_tag[tag] = cls
 
@@ -328,38 +224,23 @@ def _register_union(union: object, key: str, members: tuple[type[Any], ...]) -> 
     )
 
 
-_register_union(
-    ContentBlock,
-    "type",
-    (TextBlock, ReasoningBlock, ImageBlock, ToolCallBlock, ToolResultBlock),
-)
-_register_union(
-    MessageSource, "kind", (UserSource, PluginSource, ModelSource, ToolSource)
-)
-_register_union(Message, "role", (UserMessage, AssistantMessage, SystemMessage))
-_register_union(
-    TurnEndReason,
-    "kind",
-    (Completed, MaxTokens, Blocked, Aborted, Errored, Interrupted),
-)
-_register_union(
-    StreamChunk,
-    "type",
-    (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd, Usage, Finish),
-)
-_register_union(
-    StreamRecord,
-    "type",
-    (TextChunksRecord, ReasoningChunksRecord, ToolCallChunksRecord, RawChunkRecord),
-)
+for _union, _tagged in UNIONS.items():
+    # A cause is read by its kind below; the stream chunk, whose usage member is
+    # nested, at the end.
+    if _union is not CancelCause and not _tagged.nested:
+        _register_union(_union, _tagged.key, _tagged.members)
+
+
+_CAUSE_KEY: Final = UNIONS[CancelCause].key
+_CAUSES: Final = UNIONS[CancelCause].by_tag()
 
 
 def _structure_cause(value: Any, _tp: Any) -> CancelCause:
     if not isinstance(value, dict):
         raise TypeError(f"expected a cancel cause object, got {type(value).__name__}")
-    cls = CANCEL_CAUSES.get(value.get("kind"))  # type: ignore[arg-type]
+    cls = _CAUSES.get(value.get(_CAUSE_KEY))  # type: ignore[arg-type]
     if cls is None:
-        raise ValueError(f"unknown cancel cause kind {value.get('kind')!r}")
+        raise ValueError(f"unknown cancel cause kind {value.get(_CAUSE_KEY)!r}")
     return cast(CancelCause, _structure_factory(cls)(value, cls))
 
 
@@ -370,42 +251,46 @@ converter.register_unstructure_hook_func(
 )
 
 # The usage chunk nests its counters: {"type": "usage", "usage": {...}}, while the
-# ``usage`` field of assistant/message holds the bare counters.
-_usage_fields = make_dict_unstructure_fn(Usage, converter, **_field_overrides(Usage))
+# ``usage`` field of assistant/message holds the bare counters (the nested member of
+# the stream chunk union, see ``_wire.Tagged``).
+_CHUNK: Final = UNIONS[StreamChunk]
+((_NESTED, _NESTED_KEY),) = _CHUNK.nested.items()
+_CHUNK_KEY: Final = _CHUNK.key
+_NESTED_TAG: Final = next(t for t, c in _CHUNK.by_tag().items() if c is _NESTED)
+_NESTED_KEYS: Final = {_CHUNK_KEY, _NESTED_KEY}
+_usage_fields = make_dict_unstructure_fn(
+    _NESTED, converter, **_field_overrides(_NESTED)
+)
 _usage_struct = make_dict_structure_fn(
-    Usage, converter, _cattrs_forbid_extra_keys=True, **_field_overrides(Usage)
+    _NESTED, converter, _cattrs_forbid_extra_keys=True, **_field_overrides(_NESTED)
 )
 
 
 def _unstructure_chunk(value: Any) -> Any:
-    if type(value) is Usage:
-        return {"type": "usage", "usage": _usage_fields(value)}
+    if type(value) is _NESTED:
+        return {_CHUNK_KEY: _NESTED_TAG, _NESTED_KEY: _usage_fields(value)}
     return converter.unstructure(value, type(value))
 
 
 def _structure_chunk(value: Any, _tp: Any) -> Any:
-    if isinstance(value, dict) and value.get("type") == "usage":
-        if set(value) != {"type", "usage"}:
+    if isinstance(value, dict) and value.get(_CHUNK_KEY) == _NESTED_TAG:
+        if set(value) != _NESTED_KEYS:
             raise ValueError(
-                f"usage chunk must have exactly the keys type, usage: {sorted(value)}"
+                f"{_NESTED_TAG} chunk must have exactly the keys {_CHUNK_KEY}, "
+                f"{_NESTED_KEY}: {sorted(value)}"
             )
-        return _usage_struct(value["usage"], Usage)
+        return _usage_struct(value[_NESTED_KEY], _NESTED)
     return converter.structure(value, cast(Any, _chunk_only_union))
 
 
-_chunk_only_union = (
-    BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | Finish
-)
-_register_union(
-    _chunk_only_union,
-    "type",
-    (BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd, Finish),
-)
+_chunk_only = tuple(cls for cls in _CHUNK.members if cls is not _NESTED)
+_chunk_only_union = functools.reduce(operator.or_, _chunk_only)
+_register_union(_chunk_only_union, _CHUNK_KEY, _chunk_only)
 converter.register_structure_hook_func(lambda t: t == StreamChunk, _structure_chunk)
 converter.register_unstructure_hook_func(lambda t: t == StreamChunk, _unstructure_chunk)
 # Usage as a bare field (assistant/message data) keeps the plain counters.
-converter.register_unstructure_hook(Usage, _usage_fields)
-converter.register_structure_hook(Usage, lambda v, t: _usage_struct(v, t))
+converter.register_unstructure_hook(_NESTED, _usage_fields)
+converter.register_structure_hook(_NESTED, lambda v, t: _usage_struct(v, t))
 
 
 # --------------------------------------------------------------------------- public helpers

@@ -2,8 +2,8 @@
 
 Reading a long log structures hundreds of thousands of event data objects; the
 general converter of :mod:`._converter` dispatches every field through ``cattrs``
-hooks. The decoders here are generated once per attrs class from the same
-annotations, tags and wire names, with the common cases inline (safe integers,
+hooks. The decoders here are generated once per attrs class from the same shapes
+(:mod:`._wire`: wire keys, tags, defaults, unions), with the common cases inline (safe integers,
 UTF-8-clean strings, booleans, homogeneous tuples, tagged unions), and they also
 apply the shape rules of :mod:`._rules`, so what they return passes the checkers of
 :mod:`._checks` as well.
@@ -23,24 +23,11 @@ import threading
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import attrs
 
-from ._causes import CANCEL_CAUSES, CancelCause
-from ._chunks import (
-    BlockEnd,
-    BlockStart,
-    Finish,
-    ReasoningDelta,
-    StreamChunk,
-    TextDelta,
-    ToolCallDelta,
-    Usage,
-)
-from ._content import ContentBlock, Message, MessageSource
-from ._converter import _camel, _tag_of, structure
-from ._event_data import EVENT_DATA_TYPES
+from ._converter import structure
 from ._fast_leaves import (
     MISSING,
     SHARED_FIELDS,
@@ -57,6 +44,7 @@ from ._fast_leaves import (
 from ._json import MAX_SAFE_INTEGER, DataShapeError, utf8_ok
 from ._rules import RULES
 from ._slots import twin
+from ._wire import EVENTS, UNIONS, Tagged, is_json, shape
 
 __all__ = ["Slow", "direct_setters", "fast_data"]
 
@@ -91,14 +79,8 @@ def _forward(tp: object) -> Decode:
     return decode
 
 
-def _is_json_alias(tp: object) -> bool:
-    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
-        return False
-    return set(typing.get_args(tp)) >= {type(None), bool, int, float, str}
-
-
 def _build(tp: object) -> Decode:
-    if _is_json_alias(tp):
+    if is_json(tp):
         return json_
     if tp is int:
         return int_
@@ -109,12 +91,9 @@ def _build(tp: object) -> Decode:
     supertype = getattr(tp, "__supertype__", None)
     if supertype is not None:  # typing.NewType
         return _decoder(supertype)
-    if tp in (ContentBlock, MessageSource, Message):
-        return _tagged(typing.get_args(tp))
-    if tp == StreamChunk:
-        return _chunk_decoder()
-    if tp is CancelCause:
-        return _cause
+    union = UNIONS.get(tp)
+    if union is not None:
+        return _tagged(union)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Literal and all(a.__class__ is str for a in args):
@@ -125,10 +104,6 @@ def _build(tp: object) -> Decode:
         members = [a for a in args if a is not type(None)]
         if len(members) == 1 and len(args) == 2:
             return _optional(members[0])
-        if all(isinstance(m, type) and attrs.has(m) for m in members) and len(
-            members
-        ) == len(args):
-            return _tagged(tuple(members))
     if isinstance(tp, type) and issubclass(tp, enum.StrEnum):
         return _str_enum(tp)
     if isinstance(tp, type) and attrs.has(tp):
@@ -231,14 +206,14 @@ def _tuple(item_type: object) -> Decode:
 _TAGGED: dict[Decode, tuple[str, dict[str, Decode]]] = {}
 
 
-def _tagged(members: tuple[Any, ...]) -> Decode:
-    """A union of tagged attrs classes (the general hook requires the tag)."""
-    key = _tag_of(members[0])[0]
+def _tagged(union: Tagged) -> Decode:
+    """A tagged union of the format: its tag chooses the member's decoder."""
+    key = union.key
     table: dict[str, Decode] = {}
-    for cls in members:
-        k, tag = _tag_of(cls)
-        assert k == key and tag is not None
-        table[tag] = _decoder(cls)
+    for tag, cls in union.by_tag().items():
+        inner = _decoder(cls)
+        nested = union.nested.get(cls)
+        table[tag] = inner if nested is None else _nested(key, nested, inner)
 
     def decode(v: Any) -> Any:
         if v.__class__ is not dict:
@@ -249,51 +224,19 @@ def _tagged(members: tuple[Any, ...]) -> Decode:
             raise _SLOW
         return fn(v)
 
-    assert key is not None
     _TAGGED[decode] = (key, table)
     return decode
 
 
-def _cause(v: Any) -> Any:
-    if v.__class__ is not dict:
-        raise _SLOW
-    kind = v.get("kind")
-    cls = CANCEL_CAUSES.get(kind) if kind.__class__ is str else None
-    if cls is None:
-        raise _SLOW
-    return _decoder(cls)(v)
-
-
-_USAGE_KEYS: Final = frozenset({"type", "usage"})
-
-
-def _chunk_decoder() -> Decode:
-    """A stream chunk; the usage chunk nests its counters under ``usage``."""
-    table = {
-        cast(str, _tag_of(cls)[1]): _decoder(cls)
-        for cls in (
-            BlockStart,
-            TextDelta,
-            ReasoningDelta,
-            ToolCallDelta,
-            BlockEnd,
-            Finish,
-        )
-    }
-    usage = _decoder(Usage)
+def _nested(key: str, nested: str, inner: Decode) -> Decode:
+    """A member written as ``{key: tag, nested: <the member>}`` (the usage chunk);
+    its caller has checked that ``v`` is a dict with that tag."""
+    keys = frozenset({key, nested})
 
     def decode(v: Any) -> Any:
-        if v.__class__ is not dict:
+        if len(v) != 2 or v.keys() != keys:
             raise _SLOW
-        tag = v.get("type")
-        if tag == "usage":
-            if len(v) != 2 or v.keys() != _USAGE_KEYS:
-                raise _SLOW
-            return usage(v["usage"])
-        fn = table.get(tag) if tag.__class__ is str else None
-        if fn is None:
-            raise _SLOW
-        return fn(v)
+        return inner(v[nested])
 
     return decode
 
@@ -304,8 +247,8 @@ def _attrs_class(cls: type[Any]) -> Decode:
     # whose ``__init__`` only stores its arguments is built slot by slot (what its
     # ``__init__`` stores, without the call).
     setters = direct_setters(cls)
-    hints = {f.name: f.type for f in attrs.fields(attrs.resolve_types(cls))}
-    tag_key, tag = (None, None) if cls is Usage else _tag_of(cls)
+    found = shape(cls)
+    tag_key, tag = found.tag_key, found.tag
     ns: dict[str, Any] = {
         "cls": cls,
         "SLOW": _SLOW,
@@ -341,10 +284,9 @@ def _attrs_class(cls: type[Any]) -> Decode:
         if mutable is None
         else "    value = new(T)"
     )
-    for k, field in enumerate(attrs.fields(cls)):
-        wire = _camel(field.name)
-        tp = hints[field.name]
-        if field.default is attrs.NOTHING:  # required
+    for k, field in enumerate(found.fields):
+        wire, tp = field.key, field.type
+        if field.required:
             lines += [
                 f"    if {wire!r} not in o:",
                 "        raise SLOW",
@@ -398,7 +340,7 @@ def _attrs_class(cls: type[Any]) -> Decode:
             ns[f"s{k}"] = setters[field.name]
             store = f"s{k}(value, {{}})"
         lines.append("        " + store.format("v"))
-        if field.default is not attrs.NOTHING:  # absent: the default
+        if not field.required:  # absent: the default
             default = field.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
                 ns[f"f{k}"] = default.factory
@@ -427,10 +369,6 @@ def _attrs_class(cls: type[Any]) -> Decode:
 # --------------------------------------------------------------------------- entry
 
 
-def _event_decoder(cls: type[Any]) -> Decode:
-    return _decoder(cls)
-
-
 # Built on first use, all at once under a lock, so loads in several worker threads
 # never meet a decoder that is still being built.
 _by_type: dict[str, Decode] | None = None
@@ -441,9 +379,7 @@ def _table() -> dict[str, Decode]:
     global _by_type
     with _build_lock:
         if _by_type is None:
-            _by_type = {
-                type_: _event_decoder(cls) for type_, cls in EVENT_DATA_TYPES.items()
-            }
+            _by_type = {type_: _decoder(found.cls) for type_, found in EVENTS.items()}
         return _by_type
 
 

@@ -4,9 +4,9 @@ Loading a log checks every line: it is parsed (:func:`parse_json_line`), its eve
 decoded into attrs values by the generated decoders of :mod:`._fast`, and those
 values are thrown away once admitted (only the line is kept). With the optional
 ``msgspec`` package the common line is checked instead by one typed decode in C,
-into ``msgspec`` structs mirrored from the same attrs classes (the same wire names,
-tags, defaults and shape rules), which is several times cheaper than parsing the
-line alone into dicts.
+into ``msgspec`` structs mirrored from the same shapes (:mod:`._wire`: wire keys,
+tags, defaults, unions) and shape rules, which is several times cheaper than
+parsing the line alone into dicts.
 
 The typed check never decides alone. It **accepts** a line only when the general
 path would give an event with data checked by the fast decoders, with that type,
@@ -42,23 +42,12 @@ from typing import Annotated, Any, Final
 
 import attrs
 
-from ._causes import CANCEL_CAUSES, CancelCause
-from ._chunks import (
-    BlockEnd,
-    BlockStart,
-    Finish,
-    ReasoningDelta,
-    StreamChunk,
-    TextDelta,
-    ToolCallDelta,
-    Usage,
-)
-from ._content import AssistantMessage, ContentBlock, Message, MessageSource
-from ._converter import _camel, _tag_of
-from ._event_data import EVENT_DATA_TYPES, SURFACE_TYPES
-from ._fast import _decoder, _is_json_alias
+from ._content import AssistantMessage
+from ._event_data import SURFACE_TYPES
+from ._fast import _decoder
 from ._json import MAX_SAFE_INTEGER, check_json
 from ._rules import RULES
+from ._wire import EVENTS, UNIONS, Tagged, is_json, shape
 
 __all__ = ["TYPED_EXCLUDED", "TypedLine", "assistant_message_of", "typed_line_check"]
 
@@ -123,7 +112,7 @@ class _Mirror:
 
     def type_of(self, tp: Any) -> tuple[Any, Check | None]:
         """The mirror of annotation ``tp`` and the check its value still needs."""
-        if _is_json_alias(tp):
+        if is_json(tp):
             return Any, check_json
         if tp is int:
             return self._safe_int, None
@@ -140,12 +129,9 @@ class _Mirror:
         supertype = getattr(tp, "__supertype__", None)
         if supertype is not None:  # typing.NewType
             return self.type_of(supertype)
-        if tp in (ContentBlock, MessageSource, Message):
-            return self._union(typing.get_args(tp)), None
-        if tp == StreamChunk:
-            return self._chunk(), None
-        if tp is CancelCause:
-            return self._causes(), None
+        union = UNIONS.get(tp)
+        if union is not None:
+            return self._union(union), None
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
         if origin is typing.Literal and all(a.__class__ is str for a in args):
@@ -162,10 +148,6 @@ class _Mirror:
                     inner | None,
                     None if check is None else _optional_check(check),
                 )
-            if all(isinstance(m, type) and attrs.has(m) for m in members) and len(
-                members
-            ) == len(args):
-                return self._union(tuple(members)), None
             raise _Unmirrorable(tp)
         if isinstance(tp, type) and issubclass(tp, enum.StrEnum):
             return tp, None
@@ -173,57 +155,29 @@ class _Mirror:
             return self.struct(tp), None
         raise _Unmirrorable(tp)
 
-    def _union(self, members: tuple[Any, ...]) -> Any:
+    def _union(self, union: Tagged) -> Any:
         kept = []
-        for cls in members:
-            if _tag_of(cls)[1] is None:
-                raise _Unmirrorable(cls)
+        for tag, cls in union.by_tag().items():
+            nested = union.nested.get(cls)
             try:
-                kept.append(self.struct(cls))
+                member = self.struct(cls)
             except _Unmirrorable:
                 continue  # that member's lines go the general way
+            if nested is not None:  # ``{key: tag, nested: <the member>}``
+                self._count += 1
+                member = msgspec.defstruct(
+                    f"{cls.__name__}Nested{self._count}",
+                    [(nested, member)],
+                    tag=tag,
+                    tag_field=union.key,
+                    forbid_unknown_fields=True,
+                    kw_only=True,
+                    gc=False,
+                )
+            kept.append(member)
         if not kept:
-            raise _Unmirrorable(members)
+            raise _Unmirrorable(union)
         return kept[0] if len(kept) == 1 else typing.Union[tuple(kept)]  # noqa: UP007
-
-    def _chunk(self) -> Any:
-        members = []
-        for cls in (
-            BlockStart,
-            TextDelta,
-            ReasoningDelta,
-            ToolCallDelta,
-            BlockEnd,
-            Finish,
-        ):
-            try:
-                members.append(self.struct(cls))
-            except _Unmirrorable:
-                continue
-        # The usage chunk nests its counters under ``usage``.
-        usage = msgspec.defstruct(
-            "UsageChunk",
-            [("usage", self.struct(Usage))],
-            tag="usage",
-            tag_field="type",
-            forbid_unknown_fields=True,
-            kw_only=True,
-            gc=False,
-        )
-        return typing.Union[(*members, usage)]
-
-    def _causes(self) -> Any:
-        kept = []
-        for kind, cls in CANCEL_CAUSES.items():
-            if _tag_of(cls) != ("kind", kind):
-                continue
-            try:
-                kept.append(self.struct(cls))
-            except _Unmirrorable:
-                continue
-        if not kept:
-            raise _Unmirrorable(CancelCause)
-        return typing.Union[tuple(kept)]  # noqa: UP007
 
     def struct(self, cls: type[Any]) -> Any:
         """The struct mirroring attrs class ``cls`` (one level of self-nesting)."""
@@ -243,16 +197,16 @@ class _Mirror:
     def _build(self, cls: type[Any]) -> Any:
         if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
             raise _Unmirrorable(cls)
-        hints = {f.name: f.type for f in attrs.fields(attrs.resolve_types(cls))}
+        found = shape(cls)
         fields: list[Any] = []
         rename: dict[str, str] = {}
         checks: list[tuple[str, Check]] = []
-        tag_key, tag = (None, None) if cls is Usage else _tag_of(cls)
-        for field in attrs.fields(cls):
+        tag_key, tag = found.tag_key, found.tag
+        for field, wired in zip(attrs.fields(cls), found.fields, strict=True):
             if not field.init or field.validator is not None or field.converter:
                 raise _Unmirrorable(cls)
-            tp, check = self.type_of(hints[field.name])
-            wire = _camel(field.name)
+            tp, check = self.type_of(wired.type)
+            wire = wired.key
             if wire == tag_key:
                 raise _Unmirrorable(cls)
             rename[field.name] = wire
@@ -338,11 +292,11 @@ def _build_check() -> Callable[[bytes], TypedLine | None] | None:
         return None
     mirror = _Mirror()
     envelopes: dict[type[Any], str] = {}
-    for type_, cls in EVENT_DATA_TYPES.items():
+    for type_, found in EVENTS.items():
         if type_ in TYPED_EXCLUDED:
             continue
         try:
-            envelope = mirror.envelope(type_, cls)
+            envelope = mirror.envelope(type_, found.cls)
             msgspec.json.Decoder(envelope)  # msgspec checks the types it is given here
         except (_Unmirrorable, TypeError, ValueError):
             continue  # this type's lines go the general way

@@ -15,11 +15,13 @@ import zlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Final, SupportsIndex, overload
 
-from ._codec import decode_event
-from ._content import AssistantMessage
-from ._event_data import SessionEvent
-from ._jsonline import parse_json_line
-from ._typed_lines import assistant_message_of
+from ..values import (
+    AssistantMessage,
+    SessionEvent,
+    assistant_message_of,
+    decode_event,
+    parse_json_line,
+)
 
 __all__ = ["BLOCK_LINES", "DecodedEvents"]
 
