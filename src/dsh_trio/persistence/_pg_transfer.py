@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._files import open_regular
 from ..values import SessionHeader
 from ._jsonl import JsonlPersistence
 from ._jsonl_load import scan_log
@@ -72,7 +73,8 @@ async def export_session(
 
 
 def _read_log(path: str) -> tuple[SessionHeader, list[str], int]:
-    fd = os.open(path, os.O_RDONLY)
+    # The path the user named: a link to a log is fine, a FIFO or device is not.
+    fd, _st = open_regular(path, os.O_RDONLY, follow=True)
     try:
         scan = scan_log(fd, path, None)
         data = os.pread(fd, scan.good_end, 0)
@@ -106,6 +108,8 @@ async def import_session(
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
+        UnusableFileError: ``path`` is not a regular file (a directory, a FIFO,
+            a device, ...); it is not read.
         SessionFormatError, SessionCorruptError: the log is not readable.
         SessionExistsError: the store already holds a session with this id.
         SessionLeaseError: a live writer holds the id in the store.
