@@ -150,8 +150,9 @@ def test_a_preset_file_over_one_mib_is_refused_before_it_is_read(
     sessions = str(tmp_path / "sessions")
     assert main(["presets", "--session-dir", sessions]) == 2
     err = capsys.readouterr().err
-    assert f"'{big}': it is larger than the 1 MiB limit ({big.stat().st_size} bytes)" in (
-        err
+    assert (
+        f"'{big}': it is larger than the 1 MiB limit ({big.stat().st_size} bytes)"
+        in (err)
     )
     big.write_bytes(b"id: big\nplugins: []\n")
     assert main(["presets", "--session-dir", sessions]) == 0
