@@ -136,14 +136,18 @@ CASES: list[tuple[list[str], dict[str, str], str]] = [
     (
         ["presets", "--config", "broken.yml"],
         {},
-        "--config broken.yml: cannot read runtime config 'broken.yml': not valid "
-        "YAML: mapping values are not allowed here (line 2, column 6)",
+        (
+            "--config broken.yml: cannot read runtime config 'broken.yml': not valid "
+            "YAML: mapping values are not allowed here (line 2, column 6)"
+        ),
     ),
     (
         ["presets", "--config", "tagged.yml"],
         {},
-        "--config tagged.yml: cannot read runtime config 'tagged.yml': not valid "
-        "YAML: a tagged value cannot be converted (ValueError)",
+        (
+            "--config tagged.yml: cannot read runtime config 'tagged.yml': not valid "
+            "YAML: a tagged value cannot be converted (ValueError)"
+        ),
     ),
     (
         [
@@ -157,9 +161,11 @@ CASES: list[tuple[list[str], dict[str, str], str]] = [
             "hi",
         ],
         {},
-        "--api-key-env takes the name of the environment variable that holds the "
-        "API key (such as OPENAI_API_KEY); the value given looks like a key, not a "
-        "variable name, so it is not shown",
+        (
+            "--api-key-env takes the name of the environment variable that holds the "
+            "API key (such as OPENAI_API_KEY); the value given looks like a key, not a "
+            "variable name, so it is not shown"
+        ),
     ),
     (
         ["chat", "--api-key-env", f"{SECRET}", "hi"],

@@ -41,6 +41,10 @@ def mode_of(path: Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
 
+def bytes_of(path: Path) -> bytes:
+    return path.read_bytes()
+
+
 def session_dir(root: Path, id: str = "s1") -> Path:
     return root / "_no-cwd" / id
 
@@ -68,7 +72,7 @@ async def test_a_link_planted_at_a_new_sessions_lock_file_is_refused(
         await persistence.create(header())
     assert info.value.path == str(lock)
     assert info.value.errno == errno.ELOOP
-    assert victim.read_bytes() == VICTIM  # not truncated, not written
+    assert bytes_of(victim) == VICTIM  # not truncated, not written
     assert lock.is_symlink()  # and left where it was
 
 
@@ -85,7 +89,7 @@ async def test_a_link_planted_at_a_stored_sessions_lock_file_is_refused(
         await restore_session(persistence, "s1")
     with pytest.raises(UnusableFileError, match="is a symbolic link"):
         await truncate_log(persistence, "s1", 0)
-    assert victim.read_bytes() == VICTIM
+    assert bytes_of(victim) == VICTIM
 
 
 async def test_a_link_at_the_log_is_refused_and_its_target_untouched(
