@@ -19,7 +19,7 @@ from .._files import open_regular
 from ..values import SessionHeader
 from ._jsonl import JsonlPersistence
 from ._jsonl_load import scan_log
-from ._pg_read import read_rows
+from ._pg_read import check_stored_id, read_rows
 
 if TYPE_CHECKING:
     from .postgres import PostgresPersistence
@@ -49,12 +49,15 @@ async def export_session(
         The path of the new log file.
 
     Raises:
+        InvalidSessionIdError: the id is empty, not a string, or holds a NUL or a
+            lone surrogate (which the store cannot hold).
         SessionNotFoundError: nothing is stored under the id.
         SessionExistsError: the JSONL root already holds a session with this id.
         SessionLockedError: a JSONL writer holds the id.
         SessionFormatError, SessionCorruptError: the stored session is not readable.
         OSError: the log could not be written (nothing is left behind).
     """
+    check_stored_id(session_id)
     target = to if isinstance(to, JsonlPersistence) else JsonlPersistence(to)
     header, lines = await store._pool.run(
         lambda conn: read_rows(store._pool, conn, session_id)
