@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import trio
 
 import dsh_trio as dsh
 from dsh_trio.errors import InvalidSessionIdError
@@ -53,7 +54,7 @@ async def test_the_store_takes_the_ids_a_jsonl_store_takes(
     assert await outcome(store, sid) == await outcome(jsonl, sid)
     if await store.exists(sid):  # whatever it stored exports as a log
         path = await export_session(store, sid, tmp_path / "exported")
-        assert Path(path).is_file()
+        assert await trio.Path(path).is_file()
 
 
 async def test_a_nul_in_an_id_is_refused_clearly_everywhere(
