@@ -202,8 +202,8 @@ class PostgresPersistence:
         Reads one consistent snapshot; never blocks a writer.
 
         Raises:
-            InvalidSessionIdError, SessionNotFoundError, SessionFormatError,
-            SessionCorruptError: as :meth:`open`.
+            InvalidSessionIdError: as :meth:`open`.
+            SessionNotFoundError, SessionFormatError, SessionCorruptError: as :meth:`open`.
         """
         check_stored_id(session_id)
         header, lines = await self._pool.run(
