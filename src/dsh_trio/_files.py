@@ -22,9 +22,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from typing import Final
 
 from .errors import UnusableFileError
+
+if sys.platform != "win32":
+    import fcntl
 
 __all__ = [
     "DIR_MODE",
@@ -46,6 +50,13 @@ DOCUMENT_LIMIT: Final = 1 << 20
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)
 _CHUNK: Final = 1 << 16
+#: The open flags ``F_SETFL`` sets (``O_NONBLOCK`` aside).
+_STATUS_FLAGS: Final = (
+    os.O_APPEND
+    | getattr(os, "O_ASYNC", 0)
+    | getattr(os, "O_DIRECT", 0)
+    | getattr(os, "O_NOATIME", 0)
+)
 
 
 def _kind(mode: int) -> str:
@@ -138,8 +149,8 @@ def open_regular(
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _refuse(path, st.st_mode)
-        if _NONBLOCK:
-            os.set_blocking(fd, True)
+        if _NONBLOCK:  # blocking again: one F_SETFL keeps the other status flags
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags & _STATUS_FLAGS)
     except BaseException:
         os.close(fd)
         raise

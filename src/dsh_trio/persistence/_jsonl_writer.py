@@ -51,8 +51,11 @@ __all__ = [
 # --------------------------------------------------------------------------- disk helpers
 
 
-def open_file(path: str, flags: int, mode: int = FILE_MODE) -> int:
-    """Open ``path`` (the one place the writer opens a log or its temporary file).
+def open_file(
+    path: str, flags: int, mode: int = FILE_MODE
+) -> tuple[int, os.stat_result]:
+    """Open ``path`` (the one place the writer opens a log or its temporary file);
+    the fd and its ``fstat``.
 
     A new file gets ``mode`` (``0600``, less the umask). A symbolic link at
     ``path`` is refused, never followed, and so is anything but a regular file
@@ -62,7 +65,7 @@ def open_file(path: str, flags: int, mode: int = FILE_MODE) -> int:
         UnusableFileError: ``path`` is a link, a directory, a FIFO, ...
         OSError: it cannot be opened.
     """
-    return open_regular(path, flags, mode=mode, look_first=False)[0]
+    return open_regular(path, flags, mode=mode, look_first=False)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -316,9 +319,8 @@ class JsonlWriter:
             SessionLockedError: the file was replaced or written by someone else.
             OSError: it cannot be opened.
         """
-        fd = open_file(self.path, os.O_WRONLY | os.O_APPEND)
+        fd, st = open_file(self.path, os.O_WRONLY | os.O_APPEND)
         try:
-            st = os.fstat(fd)
             now, left, size = stamp(st), self._ident, st.st_size
             torn = self._state.torn
             if left is None or now[:2] != left[:2]:
@@ -368,7 +370,7 @@ class JsonlWriter:
         tmp = os.path.join(
             self._session_dir, f".{LOG_FILE_NAME}.{uuid.uuid4().hex}.tmp"
         )
-        fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        fd, _st = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             try:
                 write_all(fd, data)
@@ -388,7 +390,7 @@ class JsonlWriter:
     def _close_sync(self, before: WriterState) -> None:
         try:
             if before.unsynced and self._owner.durability != "none":
-                fd = open_file(self.path, os.O_WRONLY)
+                fd, _st = open_file(self.path, os.O_WRONLY)
                 try:
                     sync_data(fd)
                 finally:
