@@ -522,7 +522,8 @@ def _repair(args: argparse.Namespace) -> int:
                 line=line,
             ) from exc
         finally:
-            await restored.writer.close()
+            with trio.CancelScope(shield=True):
+                await restored.writer.close()  # noqa: ASYNC102  # closing a file is bounded
         if restored.salvaged is not None:
             report.append(restored.salvaged.describe())
         if restored.closers:
