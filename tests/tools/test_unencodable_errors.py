@@ -66,7 +66,7 @@ async def test_the_error_is_recorded_repaired_and_the_turn_completes(
     assert result.text == "done"
     (data,) = [e.data for e in events if isinstance(e.data, ToolResultData)]
     (block,) = data.message.content
-    assert [b.text for b in block.content] == [text]  # type: ignore[union-attr]
+    assert [b.text for b in block.content] == [text]
     assert data.error == info
     assert [e.data for e in events if isinstance(e.data, TurnEnd)] == [
         TurnEnd(1, dsh.Completed())
