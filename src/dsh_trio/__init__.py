@@ -62,6 +62,7 @@ from .errors import (
     ToolArgumentsError as ToolArgumentsError,
     ToolDefinitionError as ToolDefinitionError,
     TurnFailedError as TurnFailedError,
+    UnusableFileError as UnusableFileError,
 )
 from .events import (
     Abandoned as Abandoned,

@@ -31,6 +31,7 @@ __all__ = [
     "InvalidSessionIdError",
     "PersistenceNotConfiguredError",
     "PersistenceError",
+    "UnusableFileError",
     "LlmError",
     "ToolArgumentsError",
     "DuplicateProviderError",
@@ -205,6 +206,34 @@ class PersistenceError(DshError, OSError):
         if isinstance(cause, OSError):
             # errno only: setting strerror too would make str() drop the message.
             self.errno = cause.errno
+
+
+class UnusableFileError(DshError, OSError):
+    """A path holds something dsh_trio must not read or write as a file.
+
+    Raised before anything is read or written through it:
+
+    * a symbolic link where a session's lock file, log or side file belongs (it is
+      never followed: a planted link could point at any file of the user's);
+    * a directory, FIFO, socket or device where a regular file must be (reading a
+      FIFO or a device could wait forever, or never end);
+    * a document larger than its limit (a preset file, a runtime config or a
+      profile: 1 MiB).
+
+    It is an :class:`OSError` (``errno`` is ``ELOOP`` for a link, ``EISDIR`` for a
+    directory, ``EFBIG`` for a file over its limit, else ``None``).
+
+    Attributes:
+        path: the path.
+        problem: what is there, in words (``"is a FIFO, not a regular file"``).
+    """
+
+    def __init__(self, path: str, problem: str, *, errno: int | None = None) -> None:
+        super().__init__(f"{path} {problem}")
+        self.path = path
+        self.problem = problem
+        # errno only: setting strerror too would make str() drop the message.
+        self.errno = errno
 
 
 class LlmError(DshError):

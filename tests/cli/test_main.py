@@ -306,6 +306,32 @@ def test_repair_refuses_mid_log_damage_until_the_user_truncates(
     assert "non-negative" in capsys.readouterr().err
 
 
+def test_repair_refuses_a_log_whose_inbox_resume_refuses(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    log = _reference_log(tmp_path)
+    lines = log.read_bytes().splitlines(keepends=True)
+    claim = b'"target":"next-turn","start":0,"removedCount":1'
+    assert claim in lines[3]  # seq 2: the turn claims its prompt
+    lines[3] = lines[3].replace(claim, claim.replace(b'"start":0', b'"start":3'))
+    log.write_bytes(b"".join(lines))
+    args = ["repair", "t1-reference", "--session-dir", str(tmp_path)]
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no "loads"
+    assert "session 't1-reference' is refused" in captured.err
+    assert "line 4: invalid persisted inbox splice at session seq 2" in captured.err
+    assert "resume refuses it too" in captured.err
+    assert "dsh-trio repair t1-reference --truncate-at 2 --session-dir" in captured.err
+    code, _, err = _chat(
+        monkeypatch, capsys, "", "--session-dir", str(tmp_path), "--resume", "t1"
+    )
+    assert code == 1
+    assert "invalid persisted inbox splice at session seq 2" in err
+    assert main([*args, "--truncate-at", "2"]) == 0
+    assert "session t1-reference loads: " in capsys.readouterr().out
+
+
 def test_repair_unknown_session(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -23,6 +23,18 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "file").write_text("x\n", encoding="utf-8")
     (tmp_path / "bad.yml").write_text("a: [\n", encoding="utf-8")
     (tmp_path / "dir").mkdir()
+    # Files that are not configs, holding a secret the errors must not quote.
+    (tmp_path / "passwd").write_text(
+        f"root:x:0:0:{SECRET}:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/bin/false\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "keys.yml").write_text(f"presets: {SECRET}\n", encoding="utf-8")
+    (tmp_path / "broken.yml").write_text(
+        f"token: {SECRET}\n  bad: [\n", encoding="utf-8"
+    )
+    (tmp_path / "tagged.yml").write_text(
+        f"default_preset: !!int {SECRET}\n", encoding="utf-8"
+    )
     for name in [n for n in os.environ if n.startswith("DSH_TRIO_")]:
         monkeypatch.delenv(name)
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
@@ -111,6 +123,55 @@ CASES: list[tuple[list[str], dict[str, str], str]] = [
     ),
     (["chat", "--config", "bad.yml", "hi"], {}, "--config bad.yml: cannot read"),
     (["chat", "--config", "file", "hi"], {}, "--config file: file must be a mapping"),
+    (
+        ["chat", "--config", "passwd", "hi"],
+        {},
+        "--config passwd: passwd must be a mapping, got a string",
+    ),
+    (
+        ["presets", "--config", "keys.yml"],
+        {},
+        "--config keys.yml: keys.yml.presets must be a list, got a string",
+    ),
+    (
+        ["presets", "--config", "broken.yml"],
+        {},
+        (
+            "--config broken.yml: cannot read runtime config 'broken.yml': not valid "
+            "YAML: mapping values are not allowed here (line 2, column 6)"
+        ),
+    ),
+    (
+        ["presets", "--config", "tagged.yml"],
+        {},
+        (
+            "--config tagged.yml: cannot read runtime config 'tagged.yml': not valid "
+            "YAML: a tagged value cannot be converted (ValueError)"
+        ),
+    ),
+    (
+        [
+            "chat",
+            "--base-url",
+            "http://x/v1",
+            "--model",
+            "m",
+            "--api-key-env",
+            f"sk-{SECRET}0123456789abcdef",
+            "hi",
+        ],
+        {},
+        (
+            "--api-key-env takes the name of the environment variable that holds the "
+            "API key (such as OPENAI_API_KEY); the value given looks like a key, not a "
+            "variable name, so it is not shown"
+        ),
+    ),
+    (
+        ["chat", "--api-key-env", f"{SECRET}", "hi"],
+        {},
+        "--api-key-env needs --provider or --base-url",
+    ),
     (["chat", "--preset", "nope", "hi"], {}, 'no preset "nope" is registered'),
     (["chat", "--provider", "nope", "hi"], {}, "unknown provider 'nope'"),
     (

@@ -138,7 +138,7 @@ def at(path: Path, key: str = "") -> str:
     ("content", "reason"),
     [
         (None, "No such file"),
-        ("<dir>", "Is a directory"),
+        ("<dir>", "is a directory, not a regular file"),
         (b"id: \xff\xfe\nplugins: []\n", "not UTF-8 text"),
         ("id: [unclosed\n", r"not valid YAML.*line 1"),
         ("id: a\nplugins: []\n---\nid: b\n", "expected a single document"),
@@ -149,7 +149,7 @@ def at(path: Path, key: str = "") -> str:
         ("id: a\nplugins: " + "[" * 3000 + "]" * 3000 + "\n", "nests too deeply"),
         (
             "id: a\nplugins: [{name: a.b}]\nplugins: []\n",
-            "found the key 'plugins' twice\n  in .*line 3",
+            r"found the key 'plugins' twice \(line 3, column 1\)",
         ),
         (
             "id: a\nplugins: [{name: a.b, config: {k: 1, k: 2}}]\n",
@@ -192,12 +192,12 @@ def test_load_preset_needs_a_path(path: Any) -> None:
 # ---------------------------------------------------------------- load_preset: the shape
 
 BAD_DOCUMENTS = [
-    ("- a\n- b\n", "", r" must be a mapping, got \['a', 'b'\]"),
-    ("just text\n", "", " must be a mapping, got 'just text'"),
-    ("", "", " must be a mapping, got None"),
-    ("plugins: []\n", ".id", " must be a non-empty string, got None"),
+    ("- a\n- b\n", "", " must be a mapping, got a list$"),
+    ("just text\n", "", " must be a mapping, got a string$"),
+    ("", "", " must be a mapping, got null$"),
+    ("plugins: []\n", ".id", " must be a non-empty string, got null$"),
     ("id: '  '\nplugins: []\n", ".id", " must be a non-empty string"),
-    ("id: 7\nplugins: []\n", ".id", " must be a non-empty string, got 7"),
+    ("id: 7\nplugins: []\n", ".id", " must be a non-empty string, got an integer$"),
     ("id: p\n", "", r' \("p"\) has no plugins list'),
     ("id: p\nplugins: {a: 1}\n", ".plugins", " must be a list of plugin rows"),
     ("id: p\nplugins: [x]\n", ".plugins[0]", r" must be a mapping \(a plugin row\)"),
@@ -235,7 +235,7 @@ BAD_DOCUMENTS = [
     (
         "id: p\nplugins: [{name: a.b, id: 3}]\n",
         ".plugins[0].id",
-        " must be a string, got 3",
+        " must be a string, got an integer$",
     ),
     (
         "id: p\nplugins: [{name: a.b, config: [1]}]\n",
@@ -245,7 +245,7 @@ BAD_DOCUMENTS = [
     (
         "id: p\nplugins: [{name: a.b, config: {1: x}}]\n",
         ".plugins[0].config",
-        " has a non-string key 1",
+        r" has a non-string key \(an integer\)$",
     ),
     (
         "id: p\nplugins: [{name: a.b, config: {when: 2020-01-02}}]\n",
@@ -256,7 +256,7 @@ BAD_DOCUMENTS = [
     (
         "id: p\nplugins: [{name: a.b, config: {on: 1}}]\n",
         ".plugins[0].config",
-        " has a non-string key True",
+        r" has a non-string key \(a boolean\)$",
     ),
     (
         "id: p\nplugins: [{name: a.b, config: {x: &x [*x]}}]\n",
@@ -266,12 +266,12 @@ BAD_DOCUMENTS = [
     (
         "id: p\nplugins: [{name: a.b, disabled: 'yes'}]\n",
         ".plugins[0].disabled",
-        " must be a boolean, got 'yes'",
+        " must be a boolean, got a string$",
     ),
     (
         "id: p\nplugins: [{name: a.b, group: 1}]\n",
         ".plugins[0].group",
-        " must be a boolean, got 1",
+        " must be a boolean, got an integer$",
     ),
     (
         "id: p\nplugins: [{name: g, group: true}]\n",
@@ -305,7 +305,7 @@ BAD_DOCUMENTS = [
         ".plugins[0]",
         r" has unknown keys \['bar'\]",
     ),
-    ("id: p\nname: 3\nplugins: []\n", ".name", " must be a string, got 3"),
+    ("id: p\nname: 3\nplugins: []\n", ".name", " must be a string, got an integer$"),
     ("id: p\norder: first\nplugins: []\n", ".order", " must be a number"),
     (
         "id: p\norder: .nan\nplugins: []\n",
@@ -806,11 +806,15 @@ BAD_CONFIGS = [
     (
         "agents: [{preset: p}]",
         r".agents[0].id",
-        " must be a non-empty string, got None",
+        " must be a non-empty string, got null$",
     ),
     ("agents: [{id: '  '}]", r".agents[0].id", " must be a non-empty string"),
-    ("agents: [{id: 3}]", r".agents[0].id", " must be a non-empty string, got 3"),
-    ("agents: [x]", r".agents[0]", " must be a mapping, got 'x'"),
+    (
+        "agents: [{id: 3}]",
+        r".agents[0].id",
+        " must be a non-empty string, got an integer$",
+    ),
+    ("agents: [x]", r".agents[0]", " must be a mapping, got a string$"),
     (
         "agents: [{id: a}, {id: a}]",
         ".agents",
@@ -833,8 +837,8 @@ BAD_CONFIGS = [
     ),
     (
         "agents: [{id: a, options: {max_tokens: -1}}]",
-        r".agents[0].options",
-        ": AgentOptions.max_tokens",
+        r".agents[0].options.max_tokens",
+        ": AgentOptions.max_tokens must be a positive int, got an integer$",
     ),
     ("agents: [{id: a, extra: 1}]", r".agents[0]", r" has unknown keys \['extra'\]"),
     ("agents: abc", ".agents", " must be a list"),
@@ -848,7 +852,11 @@ BAD_CONFIGS = [
         ".default_model.reasoning",
         " is not an agent option",
     ),
-    ("default_preset: 3", ".default_preset", " must be a non-empty string, got 3"),
+    (
+        "default_preset: 3",
+        ".default_preset",
+        " must be a non-empty string, got an integer$",
+    ),
     (
         "presets: [{id: a, plugins: []}, {id: a, plugins: []}]",
         r".presets[1]",
@@ -860,13 +868,13 @@ BAD_CONFIGS = [
         ": cannot read preset file .*missing.yml'",
     ),
     ("presets: ['']", r".presets[0]", " must be a preset file path or document"),
-    ("presets: [3]", r".presets[0]", " must be a mapping, got 3"),
+    ("presets: [3]", r".presets[0]", " must be a mapping, got an integer$"),
     (
         "presets: [{id: a, plugins: [{name: 'x y'}]}]",
         r".presets[0].plugins[0].name",
         ' "x y" must be an import path',
     ),
-    ("- a", "", r" must be a mapping, got \['a'\]"),
+    ("- a", "", " must be a mapping, got a list$"),
     ("colour: red", "", r" has unknown keys \['colour'\]"),
 ]
 
@@ -885,7 +893,7 @@ async def test_a_malformed_config_fails_the_open_naming_the_file_and_key(
     ("content", "reason"),
     [
         (None, "No such file"),
-        ("<dir>", "Is a directory"),
+        ("<dir>", "is a directory, not a regular file"),
         (b"agents: [\xff]\n", "not UTF-8 text"),
         ("agents: [\n", "not valid YAML"),
         ("agents: []\nagents: [{id: a}]\n", "found the key 'agents' twice"),

@@ -54,7 +54,7 @@ def _open_fails(code: int, text: str) -> Callable[..., Callable[[], None]]:
     def inject(monkeypatch: pytest.MonkeyPatch, root: Path) -> Callable[[], None]:
         real = _jsonl_writer.open_file
 
-        def refuse(path: str, flags: int, mode: int = 0o644) -> int:
+        def refuse(path: str, flags: int, mode: int = 0o600) -> tuple[int, object]:
             raise OSError(code, text, path)
 
         monkeypatch.setattr(_jsonl_writer, "open_file", refuse)

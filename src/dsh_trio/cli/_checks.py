@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from .._files import regular_or_absent
+from ..errors import UnusableFileError
 from ._config import UsageError
 
 __all__ = ["check_export_root", "check_import_file", "check_sessions_readable"]
@@ -57,10 +59,11 @@ def check_export_root(path: str) -> None:
 
 
 def check_import_file(path: str) -> None:
-    """Check that ``FILE`` of ``import`` is a readable file.
+    """Check that ``FILE`` of ``import`` is a readable regular file.
 
     Raises:
-        UsageError: it does not exist, is a directory or cannot be read.
+        UsageError: it does not exist, is a directory, a FIFO or a device, or
+            cannot be read.
     """
     if not os.path.exists(path):
         raise UsageError(f"no file {path} to import")
@@ -68,5 +71,11 @@ def check_import_file(path: str) -> None:
         raise UsageError(
             f"{path} is a directory: name its session.v3.jsonl log to import"
         )
+    try:
+        regular_or_absent(path, follow=True)
+    except UnusableFileError as exc:
+        raise UsageError(
+            f"{path} {exc.problem}: name a session.v3.jsonl log to import"
+        ) from None
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path} cannot be read (permission denied)")

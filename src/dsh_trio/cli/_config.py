@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from typing import Final
@@ -25,6 +26,7 @@ __all__ = [
     "Preset",
     "Route",
     "UsageError",
+    "check_key_variable",
     "check_model_name",
     "check_session_dir",
     "offline_choice",
@@ -256,6 +258,32 @@ def check_model_name(base_url: str, model: str) -> None:
         raise UsageError(exc.failure.message) from None
 
 
+_VARIABLE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: A run of letters and digits this long, holding both, is a key's, not a word's.
+_KEY_RUN: Final = re.compile(
+    r"(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{16,}"
+)
+
+
+def check_key_variable(name: str) -> None:
+    """Refuse an ``--api-key-env`` value that is not the name of a variable.
+
+    A name is letters, digits and ``_`` (not starting with a digit), and has no
+    long run mixing letters and digits the way a key does. The value is never
+    quoted in the error: it may be the key itself, pasted in place of its
+    variable's name. Never blocks.
+
+    Raises:
+        UsageError: ``name`` is not a variable name (or looks like a key).
+    """
+    if _VARIABLE.fullmatch(name) is None or _KEY_RUN.search(name) is not None:
+        raise UsageError(
+            "--api-key-env takes the name of the environment variable that holds "
+            f"the API key (such as {DEFAULT_API_KEY_ENV}); the value given looks "
+            "like a key, not a variable name, so it is not shown"
+        )
+
+
 def _check_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -289,9 +317,12 @@ def resolve_model(
 
     Raises:
         UsageError: the combination is incomplete or inconsistent (the message says
-            what to add), or the model is one DeepSeek retired (the message names its
-            replacement).
+            what to add), the model is one DeepSeek retired (the message names its
+            replacement), or ``api_key_env`` is not a variable name (a key pasted in
+            its place is not quoted).
     """
+    if api_key_env is not None:
+        check_key_variable(api_key_env)
     if provider == OFFLINE_PROVIDER or (provider is None and base_url is None):
         if model is not None and model != OFFLINE_MODEL:
             raise UsageError(

@@ -13,6 +13,7 @@ from typing import Final
 import attrs
 import trio
 
+from .._files import open_regular
 from ..errors import DshError
 from ..persistence import JsonlPersistence
 from ..values import SessionHeader, TurnStart, UserMessage, UserSource, event_from_json
@@ -93,12 +94,13 @@ def summarize_tail(path: str, header: SessionHeader) -> SessionSummary:
     types are decoded. Blocking file I/O.
 
     Raises:
+        UnusableFileError: the path holds a link, a FIFO, ... (not opened).
         OSError: the file cannot be read.
     """
     turns: int | None = None
     last: str | None = None
     problem: str | None = None
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path, os.O_RDONLY)[0], "rb") as f:
         body = len(f.readline())  # where the events start
         size = f.seek(0, os.SEEK_END)
         if size > body:

@@ -21,6 +21,7 @@ from ..errors import (
     SessionCorruptError,
     SessionNotFoundError,
 )
+from ..loop import Inbox
 from ..persistence import JsonlPersistence, restore_session, truncate_log
 from ._chat import DEFAULT_SYSTEM_PROMPT, run_chat
 from ._checks import check_sessions_readable
@@ -99,8 +100,9 @@ Load a saved session the way --resume does and say what was repaired. A torn tai
 that a crash left at the end of the log is cut off, and every cut byte is kept in a
 side file beside the log (session.v3.jsonl.damaged-<time>); a turn the crash left
 open is closed as interrupted. A log damaged anywhere else is refused and left
-unchanged: the error names the damaged line and its seq, because cutting there
-could lose events written after it (a tool call that already ran).
+unchanged, and so is one whose inbox edits do not replay (resume refuses it too):
+the error names the damaged line and its seq, because cutting there could lose
+events written after it (a tool call that already ran).
 
 --truncate-at SEQ is your decision to cut such a log: every line from event SEQ to
 the end of the file moves into a side file beside the log (nothing is deleted), and
@@ -506,7 +508,22 @@ def _repair(args: argparse.Namespace) -> int:
                     f"seq {seq} on) into {cut.path}"
                 )
         restored = await restore_session(persistence, session_id)
-        await restored.writer.close()
+        try:
+            # What a resume does next: the agent replays the inbox's splices, and
+            # refuses the log if they do not fit together.
+            await trio.to_thread.run_sync(Inbox, restored.session)
+        except SessionCorruptError as exc:
+            line = exc.seq + 2 if exc.seq is not None else None
+            at = f", line {line}" if line is not None else ""
+            raise SessionCorruptError(
+                f"session log {restored.writer.header.id!r}{at}: {exc}; resume "
+                "refuses it too",
+                seq=exc.seq,
+                line=line,
+            ) from exc
+        finally:
+            with trio.CancelScope(shield=True):
+                await restored.writer.close()  # noqa: ASYNC102  # closing a file is bounded
         if restored.salvaged is not None:
             report.append(restored.salvaged.describe())
         if restored.closers:

@@ -85,9 +85,7 @@ def folder_presets(session_dir: str) -> list[PresetDefinition]:
         try:
             found.append(load_preset(os.path.join(folder, name)))
         except PresetError as exc:
-            raise UsageError(
-                f"the preset file {os.path.join(folder, name)}: {exc}"
-            ) from exc
+            raise UsageError(str(exc)) from exc  # it names the file
     return found
 
 

@@ -15,7 +15,8 @@ from typing import Final
 
 import tomli_w
 
-from ..errors import ProfileError
+from .._files import read_document
+from ..errors import ProfileError, UnusableFileError
 
 __all__ = ["DEFAULT_MODEL_TABLE", "unset_default_model"]
 
@@ -34,10 +35,11 @@ def unset_default_model(path: str) -> bool:
             is), or it cannot be rewritten.
     """
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_document(path)
     except FileNotFoundError:
         return False
+    except UnusableFileError as exc:
+        raise ProfileError(path, f"cannot be read: it {exc.problem}") from exc
     except OSError as exc:
         raise ProfileError(path, f"cannot be read ({exc})") from exc
     try:

@@ -20,6 +20,7 @@ from typing import Final, Protocol, TextIO
 
 import trio
 
+from .._files import make_dirs, regular_or_absent
 from ._typeahead import CTRL_C_MARK, TerminalModes, TypedLine, read_typed
 
 __all__ = ["CTRL_C_MARK", "Console", "LineReader", "LineSource", "ReadlineReader"]
@@ -30,6 +31,19 @@ _PROMPT: Final = "> "
 _DIM: Final = "\x1b[2m"
 _RESET: Final = "\x1b[0m"
 _READ_SIZE: Final = 65536
+
+
+def _history_usable(path: str) -> bool:
+    """Whether readline may read and write the history file at ``path``.
+
+    Only a regular file (or nothing yet): readline follows a link and would wait
+    forever on a FIFO. Blocking (one ``lstat``).
+    """
+    try:
+        regular_or_absent(path)
+    except OSError:  # a link, a FIFO, ...: left alone
+        return False
+    return True
 
 
 class LineSource(Protocol):
@@ -128,9 +142,10 @@ class ReadlineReader:
         readline.parse_and_bind("set enable-bracketed-paste off")
         readline.parse_and_bind(r'"\C-c": "\C-e' + CTRL_C_MARK + r'\C-j"')
         readline.set_history_length(_HISTORY_LENGTH)
-        if self._history is not None:
+        history = self._history
+        if history is not None and _history_usable(history):
             with contextlib.suppress(OSError):
-                readline.read_history_file(self._history)
+                readline.read_history_file(history)
         read_end, write_end = os.pipe()
         os.set_blocking(read_end, False)
         os.set_blocking(write_end, False)
@@ -144,10 +159,10 @@ class ReadlineReader:
                 self._wake_fds = None
                 os.close(read_end)
                 os.close(write_end)
-                if self._history is not None:
+                if history is not None and _history_usable(history):
                     with contextlib.suppress(OSError):
-                        os.makedirs(os.path.dirname(self._history), exist_ok=True)
-                        readline.write_history_file(self._history)
+                        make_dirs(os.path.dirname(history))
+                        readline.write_history_file(history)
 
     def wake(self) -> None:
         """The prompt may have changed: a line typed while nothing was shown moves to

@@ -18,6 +18,7 @@ from typing import Final
 
 import attrs
 
+from .._files import open_regular
 from ..errors import SessionCorruptError, SessionFormatError
 from ..persistence import JsonlPersistence, damaged_files
 from ..values import (
@@ -104,13 +105,14 @@ def read_log(path: str) -> StoredLog:
     the log are listed in :attr:`StoredLog.salvaged`.
 
     Raises:
+        UnusableFileError: the path holds a link, a FIFO, ... (not opened).
         OSError: the file cannot be read.
         SessionFormatError: the header names another format version.
         SessionCorruptError: the header line is missing or malformed.
     """
     events: list[SessionEvent] = []
     damage: str | None = None
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path, os.O_RDONLY)[0], "rb") as f:
         first = f.readline()
         if not first.endswith(b"\n"):
             raise SessionCorruptError(f"session log {path} has no complete header line")

@@ -14,6 +14,7 @@ from ..values import AgentOptions
 from ._definition import (
     PresetDefinition,
     checked_mapping,
+    kind_of,
     load_preset,
     nonblank,
     parse_preset,
@@ -60,7 +61,7 @@ def _options(raw: object, where: str) -> AgentOptions:
         return AgentOptions()
     if not isinstance(raw, Mapping):
         raise PresetError(
-            f"{where} must be a mapping of agent options, got {raw!r:.60}"
+            f"{where} must be a mapping of agent options, got {kind_of(raw)}"
         )
     fields: dict[str, Any] = {}
     for key, value in raw.items():
@@ -73,7 +74,16 @@ def _options(raw: object, where: str) -> AgentOptions:
     try:
         return AgentOptions(**fields)
     except (TypeError, ValueError) as exc:
-        raise PresetError(f"{where}: {exc}") from exc
+        # The option's own message quotes the value: say its kind instead.
+        for key, value in raw.items():
+            try:
+                AgentOptions(**{_OPTION_KEYS[key]: value})
+            except (TypeError, ValueError) as one:
+                rule = str(one).partition(", got ")[0]
+                raise PresetError(
+                    f"{where}.{key}: {rule}, got {kind_of(value)}"
+                ) from exc
+        raise PresetError(f"{where}: the options do not fit together") from exc
 
 
 def _agent(raw: object, where: str) -> DeclaredAgent:
@@ -127,7 +137,7 @@ def parse_runtime_config(doc: object, where: str, base: Path) -> RuntimeConfig:
     agents_raw = doc.get("agents") or []
     for key, value in (("presets", presets_raw), ("agents", agents_raw)):
         if not isinstance(value, list):
-            raise PresetError(f"{where}.{key} must be a list, got {value!r:.60}")
+            raise PresetError(f"{where}.{key} must be a list, got {kind_of(value)}")
     default_preset = nonblank(
         doc.get("default_preset"), f"{where}.default_preset", optional=True
     )

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Union
 import attrs
 import yaml
 
-from ..errors import PresetError
+from .._files import DOCUMENT_LIMIT, read_document
+from ..errors import PresetError, UnusableFileError
 
 if TYPE_CHECKING:
     from ..values import JsonValue
@@ -24,6 +25,7 @@ __all__ = [
     "dump_preset",
     "load_preset",
     "parse_preset",
+    "kind_of",
     "read_yaml",
 ]
 
@@ -86,6 +88,34 @@ def _where(path: str, key: str | int) -> str:
     return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
 
 
+def kind_of(value: object) -> str:
+    """What ``value`` is, in words, without its content (``"a string"``, ``"null"``).
+
+    Errors about a document read from a file say this instead of quoting the
+    value: the file may not be what the caller thinks (``--config ~/.netrc``).
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "an empty string" if not value else "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return f"a {type(value).__name__}"
+
+
+def _got(value: object, wrong_type: type[Exception]) -> str:
+    """``value`` as an error shows it: quoted for Python code, its kind for a document."""
+    return f"{value!r:.60}" if wrong_type is TypeError else kind_of(value)
+
+
 def _import_path_problem(name: str) -> str | None:
     """Why ``name`` is not ``package.module[:function]``, or ``None`` when it is."""
     module, colon, function = name.partition(":")
@@ -105,7 +135,7 @@ def _check_json(
     if not isinstance(value, (Mapping, list, tuple)):
         raise PresetError(
             f"{where} is a {type(value).__name__}, not a JSON value "
-            f"(quote it in YAML to keep it a string): {value!r:.60}"
+            "(quote it in YAML to keep it a string)"
         )
     key = id(value)
     if key in done:
@@ -118,7 +148,7 @@ def _check_json(
     if isinstance(value, Mapping):
         for k, item in value.items():
             if not isinstance(k, str):
-                raise PresetError(f"{where} has a non-string key {k!r:.60}")
+                raise PresetError(f"{where} has a non-string key ({kind_of(k)})")
             _check_json(item, _where(where, k), depth + 1, done, active)
     else:
         for i, item in enumerate(value):
@@ -141,21 +171,23 @@ def _check_row(
     built in Python, ``PresetError`` for rows read from a document.
     """
     if not isinstance(row, PluginRow):
-        raise wrong_type(f"{where} must be a PluginRow, got {row!r:.60}")
+        raise wrong_type(f"{where} must be a PluginRow, got {_got(row, wrong_type)}")
     name: object = row.name
     if not isinstance(name, str):
-        raise wrong_type(f"{where}.name must be a string, got {name!r:.60}")
+        raise wrong_type(f"{where}.name must be a string, got {_got(name, wrong_type)}")
     if not name.strip():
-        raise PresetError(f"{where}.name must be a non-empty string, got {name!r}")
+        raise PresetError(
+            f"{where}.name must be a non-empty string, got {_got(name, wrong_type)}"
+        )
     for key in ("disabled", "group"):
         flag: object = getattr(row, key)
         if not isinstance(flag, bool):
             raise wrong_type(
-                f"{_where(where, key)} must be a boolean, got {flag!r:.60}"
+                f"{_where(where, key)} must be a boolean, got {_got(flag, wrong_type)}"
             )
     row_id: object = row.id
     if row_id is not None and not isinstance(row_id, str):
-        raise wrong_type(f"{where}.id must be a string, got {row_id!r:.60}")
+        raise wrong_type(f"{where}.id must be a string, got {_got(row_id, wrong_type)}")
     config: object = row.config
     if row.group:
         if isinstance(config, Mapping) and not config:
@@ -163,7 +195,7 @@ def _check_row(
         if not isinstance(config, tuple):
             raise wrong_type(
                 f'{where}.config of group "{name}" must be a tuple of PluginRow, '
-                f"got {config!r:.60}"
+                f"got {_got(config, wrong_type)}"
             )
         if not config:
             raise PresetError(f'{where}: group "{name}" has no rows under config')
@@ -179,7 +211,9 @@ def _check_row(
             f'"package.module:function" ({problem})'
         )
     if not isinstance(config, Mapping):
-        raise wrong_type(f"{where}.config must be a mapping, got {config!r:.60}")
+        raise wrong_type(
+            f"{where}.config must be a mapping, got {_got(config, wrong_type)}"
+        )
     _check_json(config, f"{where}.config", 0, set(), set())
 
 
@@ -218,7 +252,9 @@ def _check_order(order: object, where: str, wrong_type: type[Exception]) -> None
     if order is None:
         return
     if isinstance(order, bool) or not isinstance(order, (int, float)):
-        raise wrong_type(f"{where}.order must be a number, got {order!r:.60}")
+        raise wrong_type(
+            f"{where}.order must be a number, got {_got(order, wrong_type)}"
+        )
     if not math.isfinite(order):
         raise PresetError(f"{where}.order must be a finite number, got {order!r}")
 
@@ -227,7 +263,7 @@ def _optional_str(doc: Mapping[str, Any], key: str, where: str) -> str | None:
     value = doc.get(key)
     if value is None or isinstance(value, str):
         return value
-    raise PresetError(f"{_where(where, key)} must be a string, got {value!r:.60}")
+    raise PresetError(f"{_where(where, key)} must be a string, got {kind_of(value)}")
 
 
 def checked_mapping(
@@ -239,7 +275,7 @@ def checked_mapping(
         PresetError: it is not a mapping, or has other keys (the message names ``where``).
     """
     if not isinstance(raw, Mapping):
-        raise PresetError(f"{where} must be a mapping{what}, got {raw!r:.60}")
+        raise PresetError(f"{where} must be a mapping{what}, got {kind_of(raw)}")
     unknown = set(raw) - allowed
     if unknown:
         raise PresetError(
@@ -256,7 +292,7 @@ def nonblank(value: object, where: str, *, optional: bool = False) -> Any:
     """
     if (value is None and optional) or (isinstance(value, str) and value.strip()):
         return value
-    raise PresetError(f"{where} must be a non-empty string, got {value!r:.60}")
+    raise PresetError(f"{where} must be a non-empty string, got {kind_of(value)}")
 
 
 def _parse_row(
@@ -278,7 +314,7 @@ def _parse_row(
     elif isinstance(config, Mapping):
         parsed = MappingProxyType(dict(config))
     else:
-        raise PresetError(f"{where}.config must be a mapping, got {config!r:.60}")
+        raise PresetError(f"{where}.config must be a mapping, got {kind_of(config)}")
     row = PluginRow(
         name=name,
         id=raw.get("id"),
@@ -295,7 +331,7 @@ def _parse_rows(
     raw: object, where: str, depth: int = 0, within: frozenset[int] = frozenset()
 ) -> tuple[PluginRow, ...]:
     if not isinstance(raw, list):
-        raise PresetError(f"{where} must be a list of plugin rows, got {raw!r:.60}")
+        raise PresetError(f"{where} must be a list of plugin rows, got {kind_of(raw)}")
     if id(raw) in within:
         raise PresetError(f"{where} contains itself (a recursive YAML alias)")
     within |= {id(raw)}
@@ -346,29 +382,54 @@ class _Loader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping",
                     node.start_mark,
-                    f"found the key {key!r} twice",
+                    f"found the key {key!r:.60} twice",
                     key_node.start_mark,
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where a YAML document fails and why, without quoting the document.
+
+    PyYAML's own text adds the document's line at the mark; only its words (what
+    was being parsed, what was found) and the line and column are kept.
+    """
+    parts: list[str] = []
+    for text, mark in (
+        (getattr(exc, "context", None), getattr(exc, "context_mark", None)),
+        (getattr(exc, "problem", None), getattr(exc, "problem_mark", None)),
+    ):
+        if text is None and mark is None:
+            continue
+        at = "" if mark is None else f"line {mark.line + 1}, column {mark.column + 1}"
+        parts.append(f"{text} ({at})" if text and at else text or at)
+    return "not valid YAML" + (f": {'; '.join(parts)}" if parts else "")
+
+
 def read_yaml(path: str | os.PathLike[str], what: str) -> object:
     """The one YAML document of the file at ``path``; ``what`` names it in errors.
 
+    Only a regular file of at most 1 MiB is read (links are followed): a FIFO, a
+    device or a directory is refused before anything is read, and so is a larger
+    file. Errors name the file and, for a document that does not parse, the line
+    and column; they never quote the file's content.
+
     Raises:
-        PresetError: the file cannot be read, is not UTF-8, is not one YAML
-            document, or nests too deeply to parse.
+        PresetError: the file cannot be read, is not a regular file, is larger
+            than 1 MiB, is not UTF-8, is not one YAML document, or nests too
+            deeply to parse.
     """
     shown = os.fspath(path)
     prefix = f"cannot read {what} {shown!r}"
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_document(shown, limit=DOCUMENT_LIMIT)
         stream = io.StringIO(data.decode("utf-8"))
         # So that YAML errors name the file, not "<unicode string>".
         stream.name = str(shown)
         return yaml.load(stream, Loader=_Loader)  # _Loader is a SafeLoader
+    except UnusableFileError as exc:
+        raise PresetError(f"{prefix}: it {exc.problem}") from exc
     except OSError as exc:
         raise PresetError(f"{prefix}: {exc}") from exc
     except UnicodeDecodeError as exc:
@@ -376,9 +437,16 @@ def read_yaml(path: str | os.PathLike[str], what: str) -> object:
             f"{prefix}: not UTF-8 text (byte {exc.start}: {exc.reason})"
         ) from exc
     except yaml.YAMLError as exc:
-        raise PresetError(f"{prefix}: not valid YAML: {exc}") from exc
+        raise PresetError(f"{prefix}: {_yaml_problem(exc)}") from exc
     except RecursionError as exc:
         raise PresetError(f"{prefix}: it nests too deeply to parse") from exc
+    except (ValueError, TypeError, OverflowError) as exc:
+        # A tagged scalar its constructor refuses (``!!int abc``): the message
+        # would quote the value, so only its kind is said.
+        raise PresetError(
+            f"{prefix}: not valid YAML: a tagged value cannot be converted "
+            f"({type(exc).__name__})"
+        ) from exc
 
 
 def load_preset(path: str | os.PathLike[str]) -> PresetDefinition:

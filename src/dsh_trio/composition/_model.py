@@ -28,7 +28,8 @@ import attrs
 import tomli_w
 import trio
 
-from ..errors import ProfileError
+from .._files import make_dirs, read_document
+from ..errors import ProfileError, UnusableFileError
 from ..loop import new_message_id
 from ..values import (
     CallConfig,
@@ -117,11 +118,17 @@ def _selection_of(raw: object, where: str) -> ModelSelection | None:
 
 
 def _read_document(path: Path) -> dict[str, Any]:
-    """The profile's TOML document; ``{}`` when the file does not exist. Blocking."""
+    """The profile's TOML document; ``{}`` when the file does not exist. Blocking.
+
+    Only a regular file of at most 1 MiB is read (a FIFO or a device is refused
+    before it is read).
+    """
     try:
-        data = path.read_bytes()
+        data = read_document(str(path))
     except FileNotFoundError:
         return {}
+    except UnusableFileError as exc:
+        raise ProfileError(str(path), f"cannot be read: it {exc.problem}") from exc
     except OSError as exc:
         raise ProfileError(str(path), f"cannot be read ({exc})") from exc
     try:
@@ -135,7 +142,7 @@ def _replace_file(path: Path, data: bytes) -> None:
 
     A crash at any point leaves ``path`` either as it was or fully rewritten. Blocking.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(str(path.parent))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -1,13 +1,14 @@
 """Run one adapter stream, turning adapter failures into a terminal finish chunk.
 
 This is the boundary between any adapter and the runtime: what passes it is recorded
-in the session, so text that UTF-8 cannot encode is repaired here (whatever the
-adapter) instead of failing the attempt later.
+in the session, so text that UTF-8 cannot encode and a usage count a session cannot
+hold are repaired here (whatever the adapter) instead of failing the attempt later.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import types
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from typing import Any
@@ -17,6 +18,7 @@ import trio
 
 from ..errors import LlmError
 from ..values import (
+    MAX_SAFE_INTEGER,
     BlockEnd,
     BlockStart,
     Finish,
@@ -168,6 +170,48 @@ def _repaired(chunk: StreamChunk) -> StreamChunk | None:
     return None
 
 
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+
+
+def _clamped_usage(usage: Usage) -> Usage | None:
+    """``usage`` with every count outside ``0..MAX_SAFE_INTEGER`` clamped into it, or
+    ``None`` when every count fits (a session records safe integers only)."""
+    fixed: dict[str, int] = {}
+    for name in _USAGE_FIELDS:
+        value = getattr(usage, name)
+        if value.__class__ is int and not 0 <= value <= MAX_SAFE_INTEGER:
+            fixed[name] = 0 if value < 0 else MAX_SAFE_INTEGER
+    return attrs.evolve(usage, **fixed) if fixed else None
+
+
+def _warn_usage(provider: str, got: Usage, kept: Usage) -> None:
+    for name in _USAGE_FIELDS:
+        before, after = getattr(got, name), getattr(kept, name)
+        if before != after:
+            # Never str() the value: a huge integer may exceed Python's digit limit.
+            size = abs(before)
+            digits = math.floor(math.log10(size)) + 1
+            if 10 ** (digits - 1) > size:  # log10 rounded up to a power of ten
+                digits -= 1
+            sign = "negative " if before < 0 else ""
+            _logger.warning(
+                'the model stream of provider "%s" reported usage %s as a %s%d-digit '
+                "number, outside 0..%d; it is recorded as %d",
+                provider,
+                name,
+                sign,
+                digits,
+                MAX_SAFE_INTEGER,
+                after,
+            )
+
+
 def _finish_for(failure: LlmFailure) -> Finish:
     kind: FinishKind = "aborted" if failure.code == "ABORTED" else "error"
     finish = Finish(FinishReason(kind, failure))
@@ -295,13 +339,20 @@ class ModelStream:
         return _finish_for(failure_of(exc))
 
     def checked(self, chunk: StreamChunk) -> StreamChunk:
-        """``chunk`` with text UTF-8 cannot encode repaired (counted for the warning)."""
+        """``chunk`` with text UTF-8 cannot encode repaired (counted for the warning),
+        and usage counts a session cannot record clamped (each noted at once)."""
         # Hot path: the common chunks, plainly ASCII, are told apart here without
         # the calls of ``_repaired`` (which decides the same way).
         cls = chunk.__class__
-        if cls is BlockStart or cls is Usage:
+        if cls is BlockStart:
             return chunk  # no text that is ever repaired
         plain: Any = chunk
+        if cls is Usage:  # counts a session cannot record are clamped, and noted
+            usage = _clamped_usage(plain)
+            if usage is None:
+                return chunk
+            _warn_usage(self._provider, plain, usage)
+            return usage
         if cls is Finish:
             if plain.reason.failure is None:
                 return chunk  # only a failure's text is ever repaired
@@ -387,9 +438,11 @@ async def stream_model(
 
     Yields the adapter's chunks unchanged up to and including its :class:`Finish`, and
     nothing after it, except that text UTF-8 cannot encode (lone surrogates) in a
-    delta, a block or a failure is replaced by U+FFFD, with a warning on the
-    ``dsh_trio`` logger. Any ``Exception`` raised while creating or iterating the
-    adapter's stream ends the stream with one terminal ``Finish`` chunk instead: an
+    delta, a block or a failure is replaced by U+FFFD, and a :class:`Usage` count
+    outside ``0..2**53 - 1`` (what a session records) is clamped into that range,
+    each with a warning on the ``dsh_trio`` logger. Any ``Exception`` raised while
+    creating or iterating the adapter's stream ends the stream with one terminal
+    ``Finish`` chunk instead: an
     :class:`LlmError` contributes its own ``failure``, anything else an ``UNKNOWN``
     failure with the error chain as message; the kind is ``"aborted"`` for the code
     ``ABORTED`` and ``"error"`` otherwise. ``adapter=None`` yields a single
@@ -441,10 +494,16 @@ async def stream_model(
                 if text.__class__ is str and text.isascii():
                     yield chunk  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
                     continue
-            fixed = _repaired(chunk)
-            if fixed is not None:
-                chunk = fixed
-                repaired += 1
+            if isinstance(chunk, Usage):
+                usage = _clamped_usage(chunk)
+                if usage is not None:
+                    _warn_usage(request.provider, chunk, usage)
+                    chunk = usage
+            else:
+                fixed = _repaired(chunk)
+                if fixed is not None:
+                    chunk = fixed
+                    repaired += 1
             yield chunk  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
             if isinstance(chunk, Finish):
                 return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own

@@ -24,6 +24,7 @@ from typing import Final
 
 import attrs
 
+from .._files import FILE_MODE, open_regular
 from ..errors import SessionCorruptError, SessionFormatError, SessionLockedError
 from ._jsonl_lines import parse_header
 from ._jsonl_lock import acquire_lock
@@ -94,7 +95,13 @@ def _new_side_file(session_dir: str) -> tuple[str, int]:
     while True:
         path = base if n == 0 else f"{base}-{n}"
         try:
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd, _st = open_regular(
+                path,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                mode=FILE_MODE,
+                look_first=False,  # O_EXCL opens nothing that exists
+            )
+            return path, fd
         except FileExistsError:
             n += 1
 
@@ -193,13 +200,27 @@ def first_writes(session_dir: str) -> list[str]:
     return [os.path.join(session_dir, n) for n in sorted(names) if is_first_write(n)]
 
 
+def _read_start(path: str) -> bytes:
+    """The first bytes of the regular file at ``path`` (a link is not followed).
+
+    Raises:
+        UnusableFileError: ``path`` is not a regular file.
+        OSError: it cannot be read.
+    """
+    fd, _st = open_regular(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, _HEADER_MAX, 0)
+    finally:
+        os.close(fd)
+
+
 def _complete_header(path: str, session_id: str) -> bool:
     """Whether the file at ``path`` starts with a complete header line of ``session_id``."""
     try:
-        with open(path, "rb") as f:
-            line = f.readline(_HEADER_MAX)
+        start = _read_start(path)
     except OSError:
         return False
+    line = start[: start.find(b"\n") + 1]
     if not line.endswith(b"\n"):
         return False
     try:
@@ -246,7 +267,7 @@ def complete_first_write(session_dir: str, session_id: str) -> str | None:
         whole = [p for p in pending if _complete_header(p, session_id)]
         if whole:
             chosen = max(whole, key=lambda p: (os.path.getsize(p), p))
-            fd = os.open(chosen, os.O_RDONLY)
+            fd, _st = open_regular(chosen, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
@@ -260,8 +281,7 @@ def complete_first_write(session_dir: str, session_id: str) -> str | None:
                     os.unlink(path)
                     continue
         try:
-            with open(path, "rb") as f:
-                has_line = b"\n" in f.read(_HEADER_MAX)
+            has_line = b"\n" in _read_start(path)
         except FileNotFoundError:
             continue
         if not has_line:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
+from .._files import make_dirs
 from ..errors import (
     SessionCorruptError,
     SessionExistsError,
@@ -61,6 +62,16 @@ class JsonlPersistence:
     :class:`SessionRecorder` applies when it writes: ``"turn"`` (the default) fsyncs
     every batch that ends a turn and on flush/close, ``"always"`` every batch,
     ``"none"`` leaves it to the operating system.
+
+    A session log holds a conversation, so what this backend creates is private to
+    its user: files (logs, lock files, the side files of cut bytes) are created
+    ``0600`` and directories (the root, project and session directories) ``0700``.
+    The umask applies on top (``mode & ~umask``): a stricter umask makes them
+    stricter still, and nothing is ever made more open. Files it finds in a
+    session directory are opened only if they are regular files: a symbolic link
+    where a log or lock file belongs is refused (never followed), and so is a
+    FIFO, socket, device or directory, with
+    :class:`~dsh_trio.errors.UnusableFileError`.
 
     Example::
 
@@ -115,6 +126,8 @@ class JsonlPersistence:
             SessionExistsError: a log with this id is already stored.
             SessionLockedError: another writer (in this or another process) holds
                 the id.
+            UnusableFileError: the session's lock file path holds a link, a
+                directory, a FIFO, ...
             OSError: the session's directory cannot be made under the root.
         """
         session_dir = session_dir_for(self._root, header)
@@ -187,6 +200,8 @@ class JsonlPersistence:
             SessionCorruptError: the header is damaged, a well-formed line is not a
                 valid event, or damage is followed by a line that parses (``seq``
                 and ``line`` name the damaged line; the file is left as it is).
+            UnusableFileError: the log or the lock file is a link, a directory,
+                a FIFO, ... (it is not opened).
             OSError: a damaged tail could not be kept and cut.
         """
         check_id(session_id)
@@ -225,8 +240,9 @@ class JsonlPersistence:
     async def list(self) -> builtins.list[SessionHeader]:
         """The headers of every readable session under the root, oldest first.
 
-        Files whose header is damaged or of a foreign version are skipped. Blocks on a
-        worker thread.
+        Files whose header is damaged or of a foreign version are skipped, and so
+        is whatever is not a regular file (never opened: a warning on the
+        ``dsh_trio`` logger names it). Blocks on a worker thread.
         """
         return await trio.to_thread.run_sync(self._list_sync)
 
@@ -239,13 +255,15 @@ class JsonlPersistence:
         header) is stored too: opening it completes it.
         """
         cached = self._dirs.get(session_id)
-        if cached is not None and os.path.isfile(os.path.join(cached, LOG_FILE_NAME)):
+        if cached is not None and os.path.lexists(os.path.join(cached, LOG_FILE_NAME)):
             return cached
         encoded = encode_session_id(session_id)
         found: list[str] = []
         for project in _subdirs(self._root):
             candidate = os.path.join(project, encoded)
-            if os.path.isfile(
+            # Whatever is at the log's path: opening refuses what is not a
+            # regular file, with an error that says so.
+            if os.path.lexists(
                 os.path.join(candidate, LOG_FILE_NAME)
             ) or has_first_write(candidate, session_id):
                 found.append(candidate)
@@ -271,7 +289,7 @@ class JsonlPersistence:
         made_dir = not os.path.isdir(session_dir)
         lock_fd = -1
         for attempt in range(3):
-            os.makedirs(session_dir, exist_ok=True)
+            make_dirs(session_dir)
             try:
                 lock_fd = acquire_lock(session_dir, session_id)
                 break

@@ -27,7 +27,13 @@ from typing import Final
 
 import attrs
 
-from ..errors import SessionCorruptError, SessionFormatError, SessionNotFoundError
+from .._files import open_regular
+from ..errors import (
+    SessionCorruptError,
+    SessionFormatError,
+    SessionNotFoundError,
+    UnusableFileError,
+)
 from ..session import LoadedLog, Session
 from ..values import (
     SURFACE_TYPES,
@@ -208,9 +214,20 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
 
 
 def read_header(path: str) -> SessionHeader | None:
-    """The header of the log at ``path``, or ``None`` if it is missing or unreadable."""
+    """The header of the log at ``path``, or ``None`` if it is missing or unreadable.
+
+    Only a regular file is read: a link or a FIFO at ``path`` is left unopened (a
+    warning on the ``dsh_trio`` logger names it).
+    """
     try:
-        with open(path, "rb") as f:
+        fd, _st = open_regular(path, os.O_RDONLY)
+    except UnusableFileError as exc:
+        _logger.warning("%s; it is skipped", exc)
+        return None
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
             line = f.readline(_HEADER_MAX)
     except OSError:
         return None
@@ -238,6 +255,7 @@ def open_log(session_dir: str, session_id: str) -> tuple[int, int, Scan]:
     Raises:
         SessionNotFoundError: the log file is gone.
         SessionLockedError: another process holds the lock.
+        UnusableFileError: the log or the lock file is a link, a FIFO, ...
         SessionFormatError, SessionCorruptError: as :func:`scan_log`, or the
             history before a damaged tail is not a valid session.
         OSError: the tail could not be kept and cut (the log is unchanged).
@@ -247,7 +265,7 @@ def open_log(session_dir: str, session_id: str) -> tuple[int, int, Scan]:
     try:
         complete_first_write(session_dir, session_id)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+            fd, _st = open_regular(path, os.O_RDWR | os.O_APPEND)
         except FileNotFoundError:
             raise SessionNotFoundError(session_id) from None
         try:

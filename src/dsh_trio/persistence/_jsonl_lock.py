@@ -21,6 +21,7 @@ import threading
 import uuid
 from typing import Final
 
+from .._files import open_regular
 from ..errors import SessionLockedError
 from ._jsonl_paths import LOCK_FILE_NAME
 
@@ -158,14 +159,19 @@ def acquire_lock(session_dir: str, session_id: str) -> int:
     :func:`write_lease` (or does not) and closes it, which ends the ``flock``. Never
     waits for the ``flock`` (a worker thread calls this).
 
+    The lock file is created ``0600`` (less the umask); a symbolic link or
+    anything else but a regular file at its path is refused, never followed.
+
     Raises:
         SessionLockedError: another process holds the ``flock`` right now, or a live
             owner holds the lease.
+        UnusableFileError: the lock file's path holds a symbolic link, a
+            directory or another file that is not a regular file.
         OSError: the lock file cannot be opened.
     """
     path = os.path.join(session_dir, LOCK_FILE_NAME)
     for _ in range(_ATTEMPTS):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd, opened = open_regular(path, os.O_RDWR | os.O_CREAT)
         try:
             if sys.platform != "win32":
                 try:
@@ -176,7 +182,7 @@ def acquire_lock(session_dir: str, session_id: str) -> int:
                         f"({session_dir})"
                     ) from None
             try:
-                same = os.path.samestat(os.fstat(fd), os.stat(path))
+                same = os.path.samestat(opened, os.lstat(path))
             except FileNotFoundError:
                 same = False
             if not same:
@@ -228,8 +234,8 @@ def release_lease(session_dir: str, token: str, *, remove: bool = False) -> None
         _live_tokens.discard(token)
     path = os.path.join(session_dir, LOCK_FILE_NAME)
     try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError:
+        fd, _st = open_regular(path, os.O_RDWR)
+    except OSError:  # a link or another file planted there is left alone
         return
     try:
         if sys.platform != "win32":

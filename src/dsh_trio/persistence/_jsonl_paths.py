@@ -29,6 +29,7 @@ __all__ = [
     "FIRST_WRITE_PREFIX",
     "FIRST_WRITE_SUFFIX",
     "check_id",
+    "check_new_id",
     "damaged_file_name",
     "is_first_write",
     "encode_session_id",
@@ -119,6 +120,28 @@ def project_dir_name(cwd: str | None) -> str:
     return f"--{slug[:251]}--"
 
 
+def check_new_id(session_id: object) -> str:
+    """Refuse an id no new session may take; the id as one path segment.
+
+    The rule of every backend (the shared store applies it too, so that any
+    session it holds can be exported as a JSONL log): a non-empty string whose
+    encoding (:func:`encode_session_id`) is a file name, at most 255 characters.
+
+    Raises:
+        InvalidSessionIdError: the id is empty, not a string, or too long to be a
+            file name once encoded.
+    """
+    check_id(session_id)
+    assert isinstance(session_id, str)
+    encoded = encode_session_id(session_id)
+    if len(encoded) > _NAME_MAX:
+        raise InvalidSessionIdError(
+            f"session id is too long to be a file name ({len(encoded)} characters "
+            f"encoded, at most {_NAME_MAX}): {session_id[:40]!r}..."
+        )
+    return encoded
+
+
 def session_dir_for(root: str, header: SessionHeader) -> str:
     """The directory under ``root`` a session with ``header`` is stored in (pure).
 
@@ -126,12 +149,7 @@ def session_dir_for(root: str, header: SessionHeader) -> str:
         InvalidSessionIdError: the id is empty, not a string, or too long to be a
             file name once encoded.
     """
-    encoded = encode_session_id(header.id)
-    if len(encoded) > _NAME_MAX:
-        raise InvalidSessionIdError(
-            f"session id is too long to be a file name ({len(encoded)} characters "
-            f"encoded, at most {_NAME_MAX}): {header.id[:40]!r}..."
-        )
+    encoded = check_new_id(header.id)
     return os.path.join(root, project_dir_name(header.cwd), encoded)
 
 

@@ -12,6 +12,7 @@ import os
 
 import trio
 
+from .._files import open_regular
 from ..errors import SessionCorruptError, SessionNotFoundError
 from ._damage import SalvagedTail, complete_first_write, cut_tail
 from ._jsonl import JsonlPersistence
@@ -53,6 +54,7 @@ async def truncate_log(
         InvalidSessionIdError: the id is empty or not a string.
         SessionNotFoundError: nothing is stored under the id.
         SessionLockedError: a writer holds the session.
+        UnusableFileError: the log or the lock file is a link, a FIFO, ...
         SessionFormatError, SessionCorruptError: the header line is not readable
             (the log is unchanged).
         OSError: the side file could not be written (the log is unchanged).
@@ -110,6 +112,6 @@ def _truncate_sync(
 
 def _open_existing(path: str, session_id: str) -> int:
     try:
-        return os.open(path, os.O_RDWR)
+        return open_regular(path, os.O_RDWR)[0]
     except FileNotFoundError:
         raise SessionNotFoundError(session_id) from None

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
+from .._files import FILE_MODE, open_regular
 from ..errors import PersistenceSeqError, SessionExistsError, SessionLockedError
 from ..values import SessionEvent, SessionHeader
 from ._jsonl_lines import encode_events, encode_header
@@ -50,9 +51,21 @@ __all__ = [
 # --------------------------------------------------------------------------- disk helpers
 
 
-def open_file(path: str, flags: int, mode: int = 0o644) -> int:
-    """Open ``path`` (the one place the writer opens a log or its temporary file)."""
-    return os.open(path, flags, mode)
+def open_file(
+    path: str, flags: int, mode: int = FILE_MODE
+) -> tuple[int, os.stat_result]:
+    """Open ``path`` (the one place the writer opens a log or its temporary file);
+    the fd and its ``fstat``.
+
+    A new file gets ``mode`` (``0600``, less the umask). A symbolic link at
+    ``path`` is refused, never followed, and so is anything but a regular file
+    (checked on the open file: a FIFO is opened without waiting).
+
+    Raises:
+        UnusableFileError: ``path`` is a link, a directory, a FIFO, ...
+        OSError: it cannot be opened.
+    """
+    return open_regular(path, flags, mode=mode, look_first=False)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -306,9 +319,8 @@ class JsonlWriter:
             SessionLockedError: the file was replaced or written by someone else.
             OSError: it cannot be opened.
         """
-        fd = open_file(self.path, os.O_WRONLY | os.O_APPEND)
+        fd, st = open_file(self.path, os.O_WRONLY | os.O_APPEND)
         try:
-            st = os.fstat(fd)
             now, left, size = stamp(st), self._ident, st.st_size
             torn = self._state.torn
             if left is None or now[:2] != left[:2]:
@@ -358,7 +370,7 @@ class JsonlWriter:
         tmp = os.path.join(
             self._session_dir, f".{LOG_FILE_NAME}.{uuid.uuid4().hex}.tmp"
         )
-        fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd, _st = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             try:
                 write_all(fd, data)
@@ -378,7 +390,7 @@ class JsonlWriter:
     def _close_sync(self, before: WriterState) -> None:
         try:
             if before.unsynced and self._owner.durability != "none":
-                fd = open_file(self.path, os.O_WRONLY)
+                fd, _st = open_file(self.path, os.O_WRONLY)
                 try:
                     sync_data(fd)
                 finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from ..errors import SessionCorruptError, SessionNotFoundError
+from ..errors import InvalidSessionIdError, SessionCorruptError, SessionNotFoundError
 from ..session import LoadedLog
 from ..values import (
     SURFACE_TYPES,
@@ -19,16 +19,42 @@ from ..values import (
     decode_event,
     parse_json_line,
     typed_line_check,
+    utf8_ok,
 )
 from ._gc import gc_paused
 from ._jsonl_lines import parse_header
+from ._jsonl_paths import check_id
 from ._pg_pool import Conn, Pool, fetch_one, import_psycopg
 
-__all__ = ["decode_rows", "read_rows"]
+__all__ = ["check_stored_id", "decode_rows", "read_rows"]
 
 _EVENTS: Final = (
     "SELECT seq, line FROM dsh_trio.events WHERE session_id = %s ORDER BY seq"
 )
+
+
+def check_stored_id(session_id: object) -> None:
+    """Refuse an id the server cannot hold in a ``text`` column.
+
+    What :func:`check_id` refuses, and an id holding a NUL or a lone surrogate:
+    PostgreSQL text holds neither (a JSONL log can, escaped, but such a log cannot
+    be imported).
+
+    Raises:
+        InvalidSessionIdError: the id is empty, not a string, or not storable.
+    """
+    check_id(session_id)
+    assert isinstance(session_id, str)
+    if "\x00" in session_id:
+        raise InvalidSessionIdError(
+            f"session id {session_id[:40]!r} holds a NUL character, which "
+            "PostgreSQL text cannot store"
+        )
+    if not utf8_ok(session_id):
+        raise InvalidSessionIdError(
+            f"session id {session_id[:40]!r} holds a lone surrogate, which UTF-8 "
+            "cannot encode"
+        )
 
 
 def read_rows(

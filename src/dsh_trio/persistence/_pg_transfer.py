@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._files import open_regular
 from ..values import SessionHeader
 from ._jsonl import JsonlPersistence
 from ._jsonl_load import scan_log
-from ._pg_read import read_rows
+from ._pg_read import check_stored_id, read_rows
 
 if TYPE_CHECKING:
     from .postgres import PostgresPersistence
@@ -48,12 +49,15 @@ async def export_session(
         The path of the new log file.
 
     Raises:
+        InvalidSessionIdError: the id is empty, not a string, or holds a NUL or a
+            lone surrogate (which the store cannot hold).
         SessionNotFoundError: nothing is stored under the id.
         SessionExistsError: the JSONL root already holds a session with this id.
         SessionLockedError: a JSONL writer holds the id.
         SessionFormatError, SessionCorruptError: the stored session is not readable.
         OSError: the log could not be written (nothing is left behind).
     """
+    check_stored_id(session_id)
     target = to if isinstance(to, JsonlPersistence) else JsonlPersistence(to)
     header, lines = await store._pool.run(
         lambda conn: read_rows(store._pool, conn, session_id)
@@ -72,7 +76,8 @@ async def export_session(
 
 
 def _read_log(path: str) -> tuple[SessionHeader, list[str], int]:
-    fd = os.open(path, os.O_RDONLY)
+    # The path the user named: a link to a log is fine, a FIFO or device is not.
+    fd, _st = open_regular(path, os.O_RDONLY, follow=True)
     try:
         scan = scan_log(fd, path, None)
         data = os.pread(fd, scan.good_end, 0)
@@ -106,6 +111,8 @@ async def import_session(
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
+        UnusableFileError: ``path`` is not a regular file (a directory, a FIFO,
+            a device, ...); it is not read.
         SessionFormatError, SessionCorruptError: the log is not readable.
         SessionExistsError: the store already holds a session with this id.
         SessionLeaseError: a live writer holds the id in the store.

@@ -23,10 +23,10 @@ from ..errors import SessionCorruptError, SessionFormatError
 from ..values import FORMAT_VERSION, SessionEvent, SessionHeader
 from ._conninfo import mask_conninfo
 from ._jsonl_lines import encode_header, parse_header
-from ._jsonl_paths import check_id, encode_session_id
+from ._jsonl_paths import check_new_id
 from ._pg_lease import Heartbeat, release_lease, take_lease
 from ._pg_pool import Conn, Pool, describe_dsn, fetch_one
-from ._pg_read import decode_rows, read_rows
+from ._pg_read import check_stored_id, decode_rows, read_rows
 from ._pg_transfer import export_session, import_session
 from ._pg_writer import PostgresWriter
 
@@ -116,14 +116,16 @@ class PostgresPersistence:
 
         Raises:
             InvalidSessionIdError: the id is empty, not a string, too long to be
-                exported as a file name, or the header holds a lone surrogate.
+                exported as a file name (the rule of
+                :class:`~dsh_trio.persistence.JsonlPersistence`), holds a NUL
+                (PostgreSQL text cannot), or the header holds a lone surrogate.
             SessionFormatError: ``header.version`` is not 3.
             SessionExistsError: a session with this id is already stored.
             SessionLeaseError: another live writer holds the id.
             ConnectionError: the server cannot be reached.
         """
-        check_id(header.id)
-        encode_session_id(header.id)
+        check_new_id(header.id)  # the JSONL rule: any stored session exports
+        check_stored_id(header.id)
         encode_header(header)
         if header.version != FORMAT_VERSION:
             raise SessionFormatError(
@@ -148,7 +150,8 @@ class PostgresPersistence:
         what is read is the whole log (a transaction never leaves half a batch).
 
         Raises:
-            InvalidSessionIdError: the id is empty or not a string.
+            InvalidSessionIdError: the id is empty, not a string, or holds a NUL
+                or a lone surrogate (which PostgreSQL text cannot store).
             SessionNotFoundError: nothing is stored under the id.
             SessionLeaseError: another live writer holds the session.
             SessionFormatError: the header names a foreign format version.
@@ -156,7 +159,7 @@ class PostgresPersistence:
                 missing (``seq`` names the first bad one).
             ConnectionError: the server cannot be reached.
         """
-        check_id(session_id)
+        check_stored_id(session_id)
         header, events, token = await self._pool.run(
             lambda conn: self._open_sync(conn, session_id)
         )
@@ -168,9 +171,10 @@ class PostgresPersistence:
         """Whether a session is stored under ``session_id`` (takes no lease).
 
         Raises:
-            InvalidSessionIdError: the id is empty or not a string.
+            InvalidSessionIdError: the id is empty, not a string, or holds a NUL
+                or a lone surrogate (which PostgreSQL text cannot store).
         """
-        check_id(session_id)
+        check_stored_id(session_id)
         row = await self._pool.run(
             lambda conn: fetch_one(
                 self._pool.execute(
@@ -198,9 +202,10 @@ class PostgresPersistence:
         Reads one consistent snapshot; never blocks a writer.
 
         Raises:
+            InvalidSessionIdError: as :meth:`open`.
             SessionNotFoundError, SessionFormatError, SessionCorruptError: as :meth:`open`.
         """
-        check_id(session_id)
+        check_stored_id(session_id)
         header, lines = await self._pool.run(
             lambda conn: read_rows(self._pool, conn, session_id)
         )

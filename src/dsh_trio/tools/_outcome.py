@@ -8,6 +8,8 @@ outcomes is all that happens here; ordering and logging are the scheduler's.
 
 from __future__ import annotations
 
+import logging
+
 import attrs
 
 from ..errors import AgentCancelled
@@ -22,6 +24,7 @@ from ..values import (
     builder,
     check_json,
     check_typed,
+    utf8_ok,
 )
 from ._specs import clip
 from ._tool import Tool, ToolContext, ToolResult, _to_content
@@ -35,6 +38,8 @@ __all__ = [
     "raised",
     "skipped",
 ]
+
+_logger = logging.getLogger("dsh_trio")
 
 _ABORTED_TEXT = "Error: tool call aborted"
 _SKIPPED_TEXT = "Error: tool call aborted before dispatch"
@@ -63,10 +68,33 @@ class Outcome:
 _outcome = builder(Outcome)
 
 
+def _valid(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (a lone surrogate) replaced by U+FFFD."""
+    if text.isascii() or utf8_ok(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def error_outcome(
     text: str, info: ToolErrorInfo | None, contexts: tuple[UserMessage, ...] = ()
 ) -> Outcome:
-    """An error result with ``text`` as its content."""
+    """An error result with ``text`` as its content.
+
+    ``text`` and ``info`` come from an exception's message, class name and
+    ``code``: text UTF-8 cannot encode (a lone surrogate, say from bytes decoded
+    with ``surrogateescape``) is replaced by U+FFFD, with a warning on the
+    ``dsh_trio`` logger, so the result can be recorded and the turn goes on.
+    """
+    repaired = False
+    if not (text.isascii() or utf8_ok(text)):
+        text, repaired = _valid(text), True
+    if info is not None and not (utf8_ok(info.name) and utf8_ok(info.code)):
+        info, repaired = ToolErrorInfo(_valid(info.name), _valid(info.code)), True
+    if repaired:
+        _logger.warning(
+            "a tool call's error held text that UTF-8 cannot encode (a lone "
+            "surrogate); it is recorded with U+FFFD in its place"
+        )
     return Outcome(
         content=(TextBlock(text),), is_error=True, error=info, contexts=contexts
     )
