@@ -21,7 +21,6 @@ from dsh_trio.values import (
     SessionId,
     TurnEnd,
     Usage,
-    user_message,
 )
 
 URL = "https://llm.test/v1"
@@ -93,7 +92,7 @@ async def test_stream_model_clamps_any_adapters_usage() -> None:
     request = ModelRequest(
         provider="p",
         model="m",
-        messages=(user_message("x"),),
+        messages=(dsh.user_message("x"),),
         session_id=SessionId("s"),
     )
     got = [c async for c in stream_model(model, request)]
