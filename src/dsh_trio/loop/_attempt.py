@@ -115,7 +115,7 @@ class Attempts:
                 # Until cancelled (``cancelled``, without the call). The cause is read
                 # into a name so that the type checker does not narrow the attribute:
                 # the listeners called below may cancel, and the later checks see it.
-                while (_cause := signal._cause) is None:
+                while (_cause := signal.cause) is None:
                     try:
                         chunk = await next_chunk()
                     except StopAsyncIteration:
@@ -129,7 +129,7 @@ class Attempts:
                             and (text := chunk.text).__class__ is str
                             and text.isascii()  # no repair needed
                         ):
-                            if signal._cause is not None:  # ``cancelled``, no call
+                            if signal.cause is not None:  # ``cancelled``, no call
                                 break
                             now = _time_ns() // 1_000_000
                             times.append(now)
@@ -161,17 +161,17 @@ class Attempts:
                             attempt.index += 1
                             continue
                         chunk = checked(chunk)
-                    if signal._cause is not None:
+                    if signal.cause is not None:
                         break  # a chunk that arrives after the abort is not kept
                     if take(chunk):
                         break  # nothing after the finish is read
             finally:
                 await stream.aclose()
-            if signal._cause is None:
+            if signal.cause is None:
                 await trio.lowlevel.checkpoint_if_cancelled()
         except BaseException as exc:
             attempt.abandon(exc, signal)
-            if exc.__class__ is trio.Cancelled and signal._cause is not None:
+            if exc.__class__ is trio.Cancelled and signal.cause is not None:
                 # The turn's own cancel reached the stream at a checkpoint: ended as
                 # a cancel between two chunks ends (see above), here rather than by
                 # unwinding the driver's frames to the turn's scope. The caller
@@ -179,7 +179,7 @@ class Attempts:
                 # scope is still delivered at the next checkpoint outside it.
                 return None  # noqa: ASYNC104, ASYNC910  # the turn's scope is cancelled and left at once
             raise
-        if signal._cause is not None:
+        if signal.cause is not None:
             attempt.abandon(None, signal)
             return None
         return attempt.conclude()
@@ -417,7 +417,7 @@ def _prefix(
     signal: CancelSignal,
 ) -> AssistantMessage | None:
     """The visible prefix worth keeping when ``exc`` ended the stream (cancellation only)."""
-    if signal._cause is None and not isinstance(exc, trio.Cancelled):
+    if signal.cause is None and not isinstance(exc, trio.Cancelled):
         return None
     content = assembler.interrupted_blocks()
     if not content:

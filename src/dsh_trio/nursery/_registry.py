@@ -21,7 +21,7 @@ from ..errors import (
     PersistenceNotConfiguredError,
 )
 from ..events import AgentCreated, AgentDisposed
-from ..loop import Agent, AgentConfigError, AgentScope, CancelSignal
+from ..loop import Agent, AgentConfigError, AgentScope, AgentWork, CancelSignal
 from ..persistence import SessionRecorder, SessionWriter, load_session
 from ..session import Session
 from ..values import (
@@ -80,6 +80,7 @@ class AgentExistsError(DshError, ValueError):
 @attrs.define(eq=False, weakref_slot=False)
 class _Entry:
     handle: AgentHandle
+    work: AgentWork
     owner: Agent | None
     recorder: SessionRecorder | None = None
     announced: bool = False
@@ -163,7 +164,7 @@ class AgentRegistry:
     def _listen_to_sessions(self) -> None:
         """A ``session/event`` listener was registered: every agent relays its appends."""
         for entry in builtins.list(self._entries.values()):
-            entry.agent._listen()
+            entry.work.listen()
 
     def _remove(self, agent: Agent) -> None:
         entry = self._entries.get(agent.id)
@@ -315,16 +316,15 @@ class AgentRegistry:
         try:
             self._check_free(session.id, parent)
             # Replays the inbox: a resumed log can still be refused here.
-            agent = Agent(
-                session=session, options=options, services=self._runtime._services
-            )
+            work = AgentWork(session, self._runtime._services)
+            agent = Agent(work, options)
         except BaseException:
             if writer is not None:
                 with trio.CancelScope(shield=True):
                     await writer.close()  # noqa: ASYNC102  # closing a file is bounded
             raise
-        handle = AgentHandle(agent, self)
-        entry = _Entry(handle, parent)
+        handle = AgentHandle(work, self)
+        entry = _Entry(handle, work, parent)
         self._entries[session.id] = entry
         self._runtime.events._owners_changed()  # the bus now sees its owner
         if plan is not None:  # no checkpoint since the plan was made: it is still live
@@ -375,9 +375,9 @@ class AgentRegistry:
                     commit()
             if persistence is not None:
                 entry.recorder = await start_recording(
-                    persistence, agent, writer, runtime._spawn
+                    persistence, entry.work, writer, runtime._spawn
                 )
-                agent._attach_recorder(entry.recorder)
+                entry.work.attach_recorder(entry.recorder)
             if source == "resume" and (
                 not session.events or session.events[-1].type != "session/end-seed"
             ):
@@ -396,23 +396,24 @@ class AgentRegistry:
 
     # ------------------------------------------------------------------ disposal
 
-    def _dispose_soon(self, agent: Agent) -> _Disposal:
+    def _dispose_soon(self, work: AgentWork) -> _Disposal:
         """Start ``agent``'s teardown in the runtime nursery. Runtime use only.
 
         Synchronous; call it once per agent (its handle does). The returned record's
         ``done`` is set once the teardown has completed.
         """
         disposal = _Disposal()
-        self._runtime._spawn(self._teardown, agent, disposal)
+        self._runtime._spawn(self._teardown, work, disposal)
         return disposal
 
-    async def _teardown(self, agent: Agent, disposal: _Disposal) -> None:
+    async def _teardown(self, work: AgentWork, disposal: _Disposal) -> None:
         """Children first, then drain, close the recorder, unregister, announce.
 
         Shielded: it runs to completion even while the runtime is being cancelled.
         Failures are collected into ``disposal.errors``.
         """
         errors = disposal.errors
+        agent = work.agent
         with trio.CancelScope(shield=True):
             entry = self._entry_of(agent)
             if entry is not None and entry.publishing is not None:
@@ -424,7 +425,7 @@ class AgentRegistry:
                     await child.dispose()
                 except Exception as exc:
                     errors.append(exc)
-            errors.extend(await agent._drain())
+            errors.extend(await work.drain())
             if entry is not None and entry.recorder is not None:
                 try:
                     await entry.recorder.aclose()
@@ -435,7 +436,7 @@ class AgentRegistry:
             runtime = self._runtime
             if entry is not None and entry.announced:
                 runtime.events.emit("agent/disposed", AgentDisposed(agent), scope=agent)
-            agent._finish_dispose()
+            work.finish_dispose()
             runtime.sessions._remove(agent.session)
         disposal.done.set()
 
