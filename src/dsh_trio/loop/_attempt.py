@@ -81,6 +81,23 @@ class Attempts:
         self._revision = 0
         self._target: EmitTarget | None = None
 
+    def _stream_target(self) -> EmitTarget | None:
+        """Where an attempt opening now shows its frames: ``None`` when nobody
+        listens, else the agent's target, renewed."""
+        bus = self._bus
+        if _STREAM not in bus.listened:
+            return None
+        target = self._target
+        if target is None:
+            target = self._target = bus._target(_STREAM, self._agent)
+        else:
+            target.renew()
+        return target
+
+    def note_revision(self, revision: int) -> None:
+        """An attempt's frames reached ``revision``: the next attempt goes on from it."""
+        self._revision = revision
+
     async def run(
         self, turn: int, step: int, request: ModelRequest, signal: CancelSignal
     ) -> tuple[AssistantMessage, FinishReason] | LlmFailure | None:
@@ -105,11 +122,18 @@ class Attempts:
         through :meth:`_Attempt.take`.
         """
         self._count += 1
-        attempt = _Attempt(self, turn, step, request)
+        agent = self._agent
+        attempt = _Attempt(
+            self,
+            agent,
+            f"{agent.id}:{self._count}",
+            (turn, step, request),
+            self._revision,
+            self._stream_target(),
+        )
         stream = ModelStream(self._models.get(request.provider), request)
         next_chunk, checked, take = stream.next, stream.checked, attempt.take
         times, texts, target = attempt.times, attempt.texts, attempt.target
-        agent = self._agent
         try:
             try:
                 # Until cancelled (``cancelled``, without the call). The cause is read
@@ -207,15 +231,24 @@ class _Attempt:
     )
 
     def __init__(
-        self, owner: Attempts, turn: int, step: int, request: ModelRequest
+        self,
+        owner: Attempts,
+        agent: Agent,
+        attempt_id: str,
+        where: tuple[int, int, ModelRequest],
+        revision: int,
+        target: EmitTarget | None,
     ) -> None:
-        agent = owner._agent
+        """``where``: the attempt's turn, step and request; ``revision``: the last
+        frame revision of the agent; ``target``: where its frames go (``None``: nobody
+        listened when it opened)."""
+        turn, step, request = where
         self.owner = owner
         self.agent = agent
         self.turn = turn
         self.step = step
         self.request = request
-        self.attempt_id = f"{agent.id}:{owner._count}"
+        self.attempt_id = attempt_id
         self.records = StreamAccumulator()
         self.assembler = BlockAssembler()
         # The block index whose text deltas continue the open text run, the
@@ -226,22 +259,15 @@ class _Attempt:
         self.texts: list[str] = []
         self.times: list[int] = []
         self.index = 0
-        self.revision = owner._revision
-        bus = owner._bus
+        self.revision = revision
         # Frames are built for this attempt only if someone listened when it opened.
-        self.target: EmitTarget | None = None
-        if _STREAM in bus.listened:
-            target = owner._target
-            if target is None:
-                target = owner._target = bus._target(_STREAM, agent)
-            else:
-                target.renew()
-            self.target = target
-            self._frame(_stream_start(self.attempt_id, self._next(), turn, step))
+        self.target = target
+        if target is not None:
+            self._frame(_stream_start(attempt_id, self._next(), turn, step))
 
     def _next(self) -> int:
         self.revision += 1
-        self.owner._revision = self.revision
+        self.owner.note_revision(self.revision)
         return self.revision
 
     def _frame(
