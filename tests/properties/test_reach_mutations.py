@@ -185,11 +185,9 @@ def test_disposing_a_parent_before_its_children_is_reported(
                 await entry.recorder.aclose()
             self._remove(agent)
             if entry is not None and entry.announced:
-                self._runtime.events.emit(
-                    "agent/disposed", dsh.AgentDisposed(agent), scope=agent
-                )
+                self._bus.emit("agent/disposed", dsh.AgentDisposed(agent), scope=agent)
             work.finish_dispose()
-            self._runtime.sessions._remove(agent.session)
+            self._forget_session(agent.session)
         disposal.done.set()
 
     monkeypatch.setattr(AgentRegistry, "_teardown", teardown)

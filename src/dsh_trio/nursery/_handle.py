@@ -56,7 +56,7 @@ class AgentHandle:
                 :class:`ExceptionGroup` of several; cleanup still completed.
         """
         if self._disposal is None:
-            self._disposal = self._registry._dispose_soon(self._work)
+            self._disposal = self._registry.dispose_soon(self._work)
         disposal = self._disposal
         await disposal.done.wait()
         errors = disposal.errors
