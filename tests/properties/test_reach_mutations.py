@@ -160,7 +160,7 @@ def test_dispose_that_is_not_idempotent_under_concurrent_callers_is_reported(
     async def dispose(self: AgentHandle) -> None:
         if self._disposal is None:
             await trio.lowlevel.checkpoint()  # a window before the teardown is recorded
-            self._disposal = self._registry._dispose_soon(self._work)
+            self._disposal = self._registry.dispose_soon(self._work)
         await original(self)
 
     monkeypatch.setattr(AgentHandle, "dispose", dispose)

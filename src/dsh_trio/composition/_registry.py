@@ -423,7 +423,7 @@ class PresetRegistry:
         return self._generation_for(preset)
 
     def join(self, agent: Agent, generation: Generation) -> None:
-        """Bind a new agent to the generation `plan` chose. Runtime use only."""
+        """Bind a new agent to the generation :meth:`plan` chose. Runtime use only."""
         self._bind(agent, generation)
 
     def _generation_for(self, preset: str | None) -> Generation | None:

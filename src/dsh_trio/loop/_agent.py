@@ -1,4 +1,4 @@
-"""The agent: its input methods, its phase, and the lifetime of its activities."""
+"""The agent: the public face that composes its work, its inbox and its turn waits."""
 
 from __future__ import annotations
 

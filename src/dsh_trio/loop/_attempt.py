@@ -127,7 +127,9 @@ class Attempts:
             self,
             agent,
             f"{agent.id}:{self._count}",
-            (turn, step, request),
+            turn,
+            step,
+            request,
             self._revision,
             self._stream_target(),
         )
@@ -235,14 +237,14 @@ class _Attempt:
         owner: Attempts,
         agent: Agent,
         attempt_id: str,
-        where: tuple[int, int, ModelRequest],
+        turn: int,
+        step: int,
+        request: ModelRequest,
         revision: int,
         target: EmitTarget | None,
     ) -> None:
-        """``where``: the attempt's turn, step and request; ``revision``: the last
-        frame revision of the agent; ``target``: where its frames go (``None``: nobody
-        listened when it opened)."""
-        turn, step, request = where
+        """``revision``: the last frame revision of the agent; ``target``: where the
+        attempt's frames go (``None``: nobody listened when it opened)."""
         self.owner = owner
         self.agent = agent
         self.turn = turn
