@@ -242,7 +242,7 @@ async def _release_directly() -> list[str]:
         await world.register("p")
         await world.create(None, "p", None)
         assert world.mismatches() == []
-        await runtime.presets._release(world.live[0].agent)
+        await runtime.presets.release(world.live[0].agent)
         return world.mismatches()
 
 
@@ -264,8 +264,8 @@ async def _resolved_before_registration(monkeypatch: pytest.MonkeyPatch) -> list
         world = _World(runtime)
 
         class Resolving(Agent):
-            def __init__(self, **kwargs: Any) -> None:
-                super().__init__(**kwargs)
+            def __init__(self, *args: Any) -> None:
+                super().__init__(*args)
                 world.targets.append((self, world.bus._target(NAME, self)))
 
         await world.create(None, None, None)

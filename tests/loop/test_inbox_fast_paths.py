@@ -53,7 +53,7 @@ def _general_claim(inbox: Inbox, target: InboxTarget, turn: int) -> list[UserMes
     if target is InboxTarget.NEXT_TURN and inbox._next_turn:
         batch += inbox._mutate(InboxTarget.NEXT_TURN, 0, 1, (), discard=False)
     for message in batch:
-        inbox._notify._inbox_claimed(message, turn)
+        inbox._notify.claimed(message, turn)
     return batch
 
 
@@ -61,13 +61,13 @@ class _Notes:
     def __init__(self) -> None:
         self.seen: list[tuple[str, str, int | None]] = []
 
-    def _inbox_inserted(self, message: UserMessage) -> None:
+    def inserted(self, message: UserMessage) -> None:
         self.seen.append(("inserted", message.id, None))
 
-    def _inbox_discarded(self, message: UserMessage) -> None:
+    def discarded(self, message: UserMessage) -> None:
         self.seen.append(("discarded", message.id, None))
 
-    def _inbox_claimed(self, message: UserMessage, turn: int) -> None:
+    def claimed(self, message: UserMessage, turn: int) -> None:
         self.seen.append(("claimed", message.id, turn))
 
 
@@ -96,10 +96,10 @@ def test_direct_insert_and_claim_match_the_general_splice(ops: list[Any]) -> Non
     general = Inbox(Session.create("general"), notify=general_notes)
     for kind, target, arg in ops:
         if kind == "insert":
-            got = _outcome(fast._insert, target, pool[arg])
+            got = _outcome(fast.insert, target, pool[arg])
             want = _outcome(_general_insert, general, target, pool[arg])
         else:
-            got = _outcome(fast._claim, target, arg)
+            got = _outcome(fast.claim, target, arg)
             want = _outcome(_general_claim, general, target, arg)
         assert got == want
         assert fast.next_turn == general.next_turn
@@ -113,7 +113,7 @@ def test_direct_insert_and_claim_match_the_general_splice(ops: list[Any]) -> Non
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_refused_insert_appends_nothing(target: InboxTarget) -> None:
     inbox = Inbox(Session.create("s"))
-    inbox._insert(target, dsh.user_message("a", id="m1"))
+    inbox.insert(target, dsh.user_message("a", id="m1"))
     before = len(inbox._session.events)
     bad_messages: list[Any] = [
         dsh.user_message("b", id="m1"),
@@ -122,6 +122,6 @@ def test_a_refused_insert_appends_nothing(target: InboxTarget) -> None:
     ]
     for bad in bad_messages:
         with pytest.raises((dsh.DuplicateMessageError, dsh.InvalidSpliceError)):
-            inbox._insert(target, bad)
+            inbox.insert(target, bad)
     assert len(inbox._session.events) == before
     assert [m.id for m in inbox._list(target)] == ["m1"]

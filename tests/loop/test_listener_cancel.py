@@ -134,7 +134,7 @@ async def test_the_partial_reply_is_kept_and_no_cancelled_unwinds() -> None:
         agent = handle.agent
         agent.scope.on("agent/assistant-stream", _cancel_on(agent, 5))
         agent.followup(dsh.user_message("hi"))
-        phase = agent._phase
+        phase = agent._work.phase
         scope = phase.signal.scope
         await agent.when_idle()
         events = list(agent.session.events)
@@ -247,7 +247,7 @@ async def test_a_parked_cancel_ends_at_the_attempt_without_unwinding_the_driver(
         handle = await runtime.agents.create("a", options=OPTIONS)
         agent = handle.agent
         agent.followup(dsh.user_message("hi"))
-        scope = agent._phase.signal.scope
+        scope = agent._work.phase.signal.scope
         await trio.testing.wait_all_tasks_blocked()
         agent.cancel(dsh.UserCancel())
         await agent.when_idle()

@@ -11,7 +11,7 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 import dsh_trio as dsh
-from dsh_trio.loop import _agent_work, _inbox
+from dsh_trio.loop import _inbox, _work
 from dsh_trio.loop._inbox import Inbox
 from dsh_trio.session import Session
 
@@ -50,9 +50,9 @@ async def test_the_driver_task_has_the_name_trio_derives_from_drive() -> None:
         await agent.when_idle()
         agent.followup(dsh.user_message("two"))
         await agent.when_idle()
-    drive = _agent_work.drive
+    drive = _work.AgentWork.drive
     assert model.names == [f"{drive.__module__}.{drive.__qualname__}"] * 2
-    assert model.names[0] == _agent_work._DRIVER_TASK
+    assert model.names[0] == _work._DRIVER_TASK
 
 
 async def test_spawn_without_a_name_lets_trio_name_the_task() -> None:
@@ -139,7 +139,7 @@ def test_insert_refuses_and_accepts_as_the_general_splice(
     message = _message(message_id, content, source)
     fast = Inbox(Session.create("fast"))
     general = Inbox(Session.create("general"))
-    got = _outcome(fast._insert, target, message)
+    got = _outcome(fast.insert, target, message)
     want = _outcome(_general_insert, general, target, message)
     assert got == want
     assert fast._list(target) == general._list(target)
@@ -157,8 +157,8 @@ def test_user_message_text_takes_the_plain_path(
     monkeypatch.setattr(_inbox, "_check_user_message", refuse)
     inbox = Inbox(Session.create("s"))
     for target in TARGETS:
-        inbox._insert(target, dsh.user_message("hello"))
-        inbox._insert(target, dsh.user_message("again", id=f"given-{target}"))
+        inbox.insert(target, dsh.user_message("hello"))
+        inbox.insert(target, dsh.user_message("again", id=f"given-{target}"))
     assert [len(inbox.next_turn), len(inbox.next_step)] == [2, 2]
     with pytest.raises(AssertionError, match="the checker ran"):
-        inbox._insert(TARGETS[0], dsh.user_message("h\u00e9llo"))  # not ASCII
+        inbox.insert(TARGETS[0], dsh.user_message("h\u00e9llo"))  # not ASCII

@@ -20,6 +20,7 @@ from dsh_trio.loop._agent import Agent
 from dsh_trio.loop._inbox import Inbox
 from dsh_trio.loop._phase import Idle, Running
 from dsh_trio.loop._signal import CancelSignal
+from dsh_trio.loop._work import AgentWork
 from dsh_trio.nursery._registry import AgentRegistry
 from dsh_trio.session._session import Session
 from dsh_trio.testing import AgentStateMachine
@@ -43,14 +44,14 @@ class StructuralMachine(AgentStateMachine):
 def test_a_claimed_message_the_inbox_drops_is_reported_lost(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Inbox._claim
+    original = Inbox.claim
 
     def claim(self: Inbox, target: dsh.InboxTarget, turn: int) -> list[dsh.UserMessage]:
         return original(self, target, turn)[
             :-1
         ]  # the splice happened; the message vanishes
 
-    monkeypatch.setattr(Inbox, "_claim", claim)
+    monkeypatch.setattr(Inbox, "claim", claim)
     assert_caught(
         AgentStateMachine, r"was lost: claimed at #\d+ into turn \d+, never written"
     )
@@ -59,20 +60,20 @@ def test_a_claimed_message_the_inbox_drops_is_reported_lost(
 def test_a_claimed_message_written_twice_is_reported_duplicated(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Inbox._claim
+    original = Inbox.claim
 
     def claim(self: Inbox, target: dsh.InboxTarget, turn: int) -> list[dsh.UserMessage]:
         batch = original(self, target, turn)
         return batch + batch[:1]
 
-    monkeypatch.setattr(Inbox, "_claim", claim)
+    monkeypatch.setattr(Inbox, "claim", claim)
     assert_caught(AgentStateMachine, r"was duplicated")
 
 
 def test_an_inbox_change_that_bypasses_the_log_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Inbox._insert
+    original = Inbox.insert
 
     def insert(self: Inbox, target: dsh.InboxTarget, message: dsh.UserMessage) -> None:
         original(self, target, message)
@@ -80,7 +81,7 @@ def test_an_inbox_change_that_bypasses_the_log_is_reported(
         if len(items) >= 2:
             self._set(target, items[1:])  # the oldest one vanishes without a splice
 
-    monkeypatch.setattr(Inbox, "_insert", insert)
+    monkeypatch.setattr(Inbox, "insert", insert)
     assert_caught(
         AgentStateMachine,
         r"but the durable splices fold to|a claim takes all of next-step|was duplicated",
@@ -90,7 +91,7 @@ def test_an_inbox_change_that_bypasses_the_log_is_reported(
 def test_a_claim_without_its_notification_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(Agent, "_inbox_claimed", lambda self, message, turn: None)
+    monkeypatch.setattr(AgentWork, "claimed", lambda self, message, turn: None)
     assert_caught(AgentStateMachine, r"live inbox notifications diverge from the log")
 
 
@@ -98,13 +99,13 @@ def test_a_claim_without_its_notification_is_reported(
 
 
 def test_a_repeated_status_event_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Agent._emit_status
+    original = AgentWork._emit_status
 
-    def emit_twice(self: Agent, status: dsh.AgentStatus) -> None:
+    def emit_twice(self: AgentWork, status: dsh.AgentStatus) -> None:
         original(self, status)
         original(self, status)
 
-    monkeypatch.setattr(Agent, "_emit_status", emit_twice)
+    monkeypatch.setattr(AgentWork, "_emit_status", emit_twice)
     assert_caught(AgentStateMachine, r"agent/status events must alternate")
 
 
@@ -122,9 +123,9 @@ def test_a_status_that_disagrees_with_its_events_is_reported(
 
 
 def test_a_reused_turn_number_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Agent._open_turn
+    original = AgentWork.open_turn
 
-    def open_turn(self: Agent, fresh: bool = False) -> Any:
+    def open_turn(self: AgentWork, fresh: bool = False) -> Any:
         opened = original(self, fresh)
         if opened is not None and opened.turn > 1:
             phase = self._phase  # the next turn reuses this number
@@ -132,7 +133,7 @@ def test_a_reused_turn_number_is_reported(monkeypatch: pytest.MonkeyPatch) -> No
             self._enter(attrs.evolve(phase, turn=phase.turn - 1))
         return opened
 
-    monkeypatch.setattr(Agent, "_open_turn", open_turn)
+    monkeypatch.setattr(AgentWork, "open_turn", open_turn)
     assert_caught(AgentStateMachine, r"turn numbers must strictly increase")
 
 
@@ -188,11 +189,11 @@ def test_a_cancel_that_overwrites_the_first_cause_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def cancel(self: CancelSignal, cause: dsh.CancelCause) -> bool:
-        self._cause = cause  # last cause wins instead of the first
-        self._scope.cancel()
+        self.cause = cause  # last cause wins instead of the first
+        self.scope.cancel()
         return True
 
-    monkeypatch.setattr(CancelSignal, "_cancel", cancel)
+    monkeypatch.setattr(CancelSignal, "cancel", cancel)
     assert_caught(AgentStateMachine, r"the first cause issued during it")
 
 
@@ -207,7 +208,7 @@ def test_a_cancel_that_aborts_nothing_is_reported(
         if not isinstance(cause, dsh.DisposedCancel):
             keep_inbox = keep_inbox or False
             if not keep_inbox:
-                self.inbox._clear()
+                self.inbox.discard_all()
             return  # the activity goes on
         original(self, cause, keep_inbox=keep_inbox)
 
@@ -220,12 +221,12 @@ def test_a_cancel_that_aborts_nothing_is_reported(
 
 
 def test_a_lost_wake_latch_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Agent._wake_driver
+    original = AgentWork.wake
 
-    def wake_driver(self: Agent, after_abort: bool = False) -> None:
+    def wake(self: AgentWork, after_abort: bool = False) -> None:
         original(self, False)  # never latch a wake sent after an abort
 
-    monkeypatch.setattr(Agent, "_wake_driver", wake_driver)
+    monkeypatch.setattr(AgentWork, "wake", wake)
     assert_caught(
         AgentStateMachine, r"waking input sent after the abort is latched", **RARE
     )
@@ -234,10 +235,10 @@ def test_a_lost_wake_latch_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_disposed_cause_that_latches_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Agent._wake_driver
+    original = AgentWork.wake
 
-    def wake_driver(self: Agent, after_abort: bool = False) -> None:
-        phase = self._phase
+    def wake(self: AgentWork, after_abort: bool = False) -> None:
+        phase = self.phase
         if not isinstance(phase, Idle) and isinstance(
             phase.signal.cause, dsh.DisposedCancel
         ):
@@ -245,24 +246,26 @@ def test_a_disposed_cause_that_latches_is_reported(
             return
         original(self, after_abort)
 
-    monkeypatch.setattr(Agent, "_wake_driver", wake_driver)
+    monkeypatch.setattr(AgentWork, "wake", wake)
     assert_caught(AgentStateMachine, r"a DisposedCancel never latches a wake", **RARE)
 
 
 def test_waking_input_after_an_abort_that_is_not_redirected_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def send(self: Agent, message: dsh.UserMessage, target: Any, wakeup: bool) -> None:
-        self._check_alive()
-        phase = self._phase
+    def accept(
+        self: AgentWork, message: dsh.UserMessage, target: Any, wakeup: bool
+    ) -> None:
+        self.check_alive()
+        phase = self.phase
         after_abort = wakeup and not isinstance(phase, Idle) and phase.signal.cancelled
-        self.inbox._insert(
+        self.inbox.insert(
             dsh.InboxTarget(target), message
         )  # the redirection is missing
         if wakeup:
-            self._wake_driver(after_abort)
+            self.wake(after_abort)
 
-    monkeypatch.setattr(Agent, "send", send)
+    monkeypatch.setattr(AgentWork, "accept", accept)
     assert_caught(
         AgentStateMachine, r"waking input after an abort goes to next-turn", **RARE
     )
@@ -285,9 +288,9 @@ def test_keep_inbox_that_does_not_park_is_reported(
 def test_a_maintenance_that_forgets_its_latched_wake_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Agent.run_maintenance
+    original = AgentWork.maintain
 
-    async def run_maintenance(self: Agent, task: Any) -> Any:
+    async def maintain(self: AgentWork, task: Any) -> Any:
         async def forgetful(signal: Any) -> Any:
             try:
                 return await task(signal)
@@ -296,7 +299,7 @@ def test_a_maintenance_that_forgets_its_latched_wake_is_reported(
 
         return await original(self, forgetful)
 
-    monkeypatch.setattr(Agent, "run_maintenance", run_maintenance)
+    monkeypatch.setattr(AgentWork, "maintain", maintain)
     assert_caught(
         AgentStateMachine,
         r"a turn must start iff a wake was latched|waking input sent after the abort is latched",
@@ -310,12 +313,12 @@ def test_a_maintenance_that_forgets_its_latched_wake_is_reported(
 def test_when_idle_that_never_completes_is_reported_as_a_deadlock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Agent._drive
+    original = AgentWork.drive
 
-    async def drive(self: Agent, done: trio.Event, opened: Any) -> None:
+    async def drive(self: AgentWork, done: trio.Event, opened: Any) -> None:
         await original(self, trio.Event(), opened)  # the activity's event is never set
 
-    monkeypatch.setattr(Agent, "_drive", drive)
+    monkeypatch.setattr(AgentWork, "drive", drive)
     assert_caught(
         AgentStateMachine,
         r"when_idle\(\) never completed|blocked while every task was idle"
@@ -359,7 +362,7 @@ def test_a_repeated_agent_disposed_event_is_reported(
 def test_input_accepted_after_dispose_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(Agent, "_check_alive", lambda self: None)
+    monkeypatch.setattr(AgentWork, "check_alive", lambda self: None)
     # A disposed agent that accepts input shows as an accepted send or edit, events
     # after dispose, or a maintenance task that runs (and ends, or never ends).
     assert_caught(
@@ -385,13 +388,13 @@ def test_a_task_that_outlives_the_runtime_is_reported(
 def test_an_idle_agent_that_holds_a_task_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Agent._drive
+    original = AgentWork.drive
 
-    async def drive(self: Agent, done: trio.Event, opened: Any) -> None:
+    async def drive(self: AgentWork, done: trio.Event, opened: Any) -> None:
         await original(self, done, opened)
         await trio.sleep_forever()  # the driver task lingers after going idle
 
-    monkeypatch.setattr(Agent, "_drive", drive)
+    monkeypatch.setattr(AgentWork, "drive", drive)
     assert_caught(
         AgentStateMachine,
         r"an idle agent must hold no task|tasks still run in the runtime",

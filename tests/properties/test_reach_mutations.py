@@ -46,12 +46,12 @@ def _quiet_listener_failures() -> Iterator[None]:
 def test_a_step_boundary_claim_that_takes_a_next_turn_message_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Inbox._claim
+    original = Inbox.claim
 
     def claim(self: Inbox, target: dsh.InboxTarget, turn: int) -> list[dsh.UserMessage]:
         return original(self, dsh.InboxTarget.NEXT_TURN, turn)  # every boundary
 
-    monkeypatch.setattr(Inbox, "_claim", claim)
+    monkeypatch.setattr(Inbox, "claim", claim)
     assert_caught(AgentStateMachine, r"a step boundary claims only next-step")
 
 
@@ -136,7 +136,7 @@ def test_when_idle_that_returns_at_the_first_activity_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     async def when_idle(self: Agent) -> None:
-        done = self._phase.done
+        done = self._work.phase.done
         if done is None:
             await trio.lowlevel.checkpoint()
             return
@@ -160,7 +160,7 @@ def test_dispose_that_is_not_idempotent_under_concurrent_callers_is_reported(
     async def dispose(self: AgentHandle) -> None:
         if self._disposal is None:
             await trio.lowlevel.checkpoint()  # a window before the teardown is recorded
-            self._disposal = self._registry._dispose_soon(self._agent)
+            self._disposal = self._registry.dispose_soon(self._work)
         await original(self)
 
     monkeypatch.setattr(AgentHandle, "dispose", dispose)
@@ -173,22 +173,21 @@ def test_dispose_that_is_not_idempotent_under_concurrent_callers_is_reported(
 def test_disposing_a_parent_before_its_children_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def teardown(self: AgentRegistry, agent: Agent, disposal: Any) -> None:
+    async def teardown(self: AgentRegistry, work: Any, disposal: Any) -> None:
         errors = disposal.errors
+        agent = work.agent
         with trio.CancelScope(shield=True):
             entry = self._entry_of(agent)
-            errors.extend(await agent._drain())  # drained before the children
+            errors.extend(await work.drain())  # drained before the children
             for child in self._children_of(agent):
                 await child.dispose()
             if entry is not None and entry.recorder is not None:
                 await entry.recorder.aclose()
             self._remove(agent)
             if entry is not None and entry.announced:
-                self._runtime.events.emit(
-                    "agent/disposed", dsh.AgentDisposed(agent), scope=agent
-                )
-            agent._finish_dispose()
-            self._runtime.sessions._remove(agent.session)
+                self._bus.emit("agent/disposed", dsh.AgentDisposed(agent), scope=agent)
+            work.finish_dispose()
+            self._forget_session(agent.session)
         disposal.done.set()
 
     monkeypatch.setattr(AgentRegistry, "_teardown", teardown)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 
 import dsh_trio as dsh
+from dsh_trio.loop import AgentWork
 from dsh_trio.testing import (
     AgentStateMachine,
     Answer,
@@ -33,7 +34,7 @@ def test_any_operation_sequence_replays_with_every_invariant(ops: list[object]) 
 def test_a_replayed_program_reports_a_broken_runtime(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(dsh.Agent, "_inbox_claimed", lambda self, message, turn: None)
+    monkeypatch.setattr(AgentWork, "claimed", lambda self, message, turn: None)
     hello = dsh.user_message("hello", id="m0")
     with pytest.raises(InvariantViolation, match="notifications diverge"):
         AgentStateMachine.check_operations(

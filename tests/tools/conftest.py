@@ -27,7 +27,7 @@ class FakeAgent:
 
     def cancel(self, cause: CancelCause, *, keep_inbox: bool = False) -> None:
         self.cancels.append(cause)
-        self.signal._cancel(cause)
+        self.signal.cancel(cause)
 
 
 def make_agent(session_id: str = "s1") -> FakeAgent:

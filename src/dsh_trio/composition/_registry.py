@@ -370,8 +370,11 @@ class PresetRegistry:
             if old.generation.retired and old.generation.users == 0:
                 self._spawn(self._collect, old.generation)
 
-    async def _release(self, agent: Agent) -> builtins.list[Exception]:
-        """Unbind a disposed agent; tear its generation down if it was the last user."""
+    async def release(self, agent: Agent) -> builtins.list[Exception]:
+        """Unbind a disposed agent; tear its generation down if it was the last user.
+
+        Runtime use only (the agent registry's disposal).
+        """
         self._locks.pop(agent, None)
         binding = self._bindings.pop(agent, None)
         if binding is None:
@@ -388,8 +391,8 @@ class PresetRegistry:
         self._alive.discard(generation)
         return await generation.teardown()
 
-    async def _aclose(self) -> builtins.list[Exception]:
-        """Retire and tear down every generation (the runtime is closing)."""
+    async def aclose(self) -> builtins.list[Exception]:
+        """Retire and tear down every generation. Runtime use only (it is closing)."""
         self._closed = True
         self._current.clear()
         errors: builtins.list[Exception] = []
@@ -399,7 +402,7 @@ class PresetRegistry:
         await trio.lowlevel.checkpoint()
         return errors
 
-    def _plan(self, preset: str | None, parent: Agent | None) -> Generation | None:
+    def plan(self, preset: str | None, parent: Agent | None) -> Generation | None:
         """What a new agent will bind to: its parent's generation (a child), else
         ``preset``, else the default if any preset is registered. Runtime use only.
 
@@ -419,8 +422,8 @@ class PresetRegistry:
             return self._mountable(preset, "create") if preset is not None else None
         return self._generation_for(preset)
 
-    def _join(self, agent: Agent, generation: Generation) -> None:
-        """Bind a new agent to the generation :meth:`_plan` chose. Runtime use only."""
+    def join(self, agent: Agent, generation: Generation) -> None:
+        """Bind a new agent to the generation :meth:`plan` chose. Runtime use only."""
         self._bind(agent, generation)
 
     def _generation_for(self, preset: str | None) -> Generation | None:
@@ -431,8 +434,8 @@ class PresetRegistry:
             return None
         return self._mountable(None, "create")
 
-    def _scope_parent(self, scope: object) -> object | None:
-        """The event-bus parent of a bound root agent: its generation."""
+    def scope_parent(self, scope: object) -> object | None:
+        """The event-bus parent of a bound root agent: its generation. Runtime use only."""
         if not isinstance(scope, Agent):
             return None
         binding = self._bindings.get(scope)

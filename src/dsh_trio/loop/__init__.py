@@ -36,6 +36,7 @@ from ._turns import (
     TurnStream as TurnStream,
     text_of as text_of,
 )
+from ._work import AgentWork as AgentWork
 
 __all__ = [
     "Agent",

@@ -1,4 +1,4 @@
-"""The agent: its input methods, its phase, and the lifetime of its activities."""
+"""The agent: the public face that composes its work, its inbox and its turn waits."""
 
 from __future__ import annotations
 
@@ -6,66 +6,27 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, TypeVar
 
-import attrs
 import trio
 
-from ..errors import (
-    AgentBusyError,
-    AgentCancelled,
-    AgentDisposedError,
-)
 from ..values import (
-    Aborted,
     AgentOptions,
     AgentStatus,
     CancelCause,
-    DisposedCancel,
     InboxTarget,
     SessionId,
     UserMessage,
 )
-from ._agent_waits import (
-    abandon,
-    as_message,
-    emit_status,
-    inbox_claimed,
-    inbox_discarded,
-    inbox_inserted,
-    look_after,
-    on_session_event,
-    queue_watched,
-    refuse_reentry,
-    turn_outcome,
-    unwatch,
-    wind_down,
-)
-from ._agent_work import (
-    _DISPOSED,
-    _DRAINING,
-    _LIVE,
-    _SEALED,
-    SessionRecording,
-    attach_recorder,
-    drive,
-    open_turn,
-    persistence_failed,
-    refusal,
-    turn_driver,
-    wait_written,
-    wake_driver,
-)
-from ._driver import TurnDriver
-from ._inbox import Inbox, coerce_target
-from ._phase import Idle, Maintenance, Phase
 from ._scope import AgentScope
 from ._signal import CancelSignal
 from ._turns import OpenTurnStream, TurnResult, TurnStream, TurnWatch
+from ._waits import as_message
 
 if TYPE_CHECKING:
     from ..session import Session
-    from ._services import AgentServices
+    from ._inbox import Inbox
+    from ._work import AgentWork
 
-__all__ = ["Agent", "SessionRecording"]
+__all__ = ["Agent"]
 
 T = TypeVar("T")
 
@@ -86,13 +47,7 @@ class Agent:
 
     __slots__ = (
         "__weakref__",
-        "_driver",
-        "_phase",
-        "_recorder",
-        "_services",
-        "_stage",
-        "_turn_waits",
-        "_unsubscribe",
+        "_work",
         "id",
         "inbox",
         "options",
@@ -100,29 +55,15 @@ class Agent:
         "session",
     )
 
-    def __init__(
-        self, *, session: Session, options: AgentOptions, services: AgentServices
-    ) -> None:
+    def __init__(self, work: AgentWork, options: AgentOptions) -> None:
+        session = work.session
         self.id: SessionId = session.id
         self.options = options
-        self.session = session
-        self._services = services
-        self.scope = AgentScope(self, services)
-        # ``check_alive=None``: the inbox asks this agent's ``_check_alive`` itself.
-        self.inbox = Inbox(session, notify=self, check_alive=None)
-        self._phase: Phase = Idle(last_turn=session.last_turn)
-        # Made by the first turn: an agent that never ran stays small (W4).
-        self._driver: TurnDriver | None = None
-        self._stage = _LIVE
-        # Writes the session's log; its ``fault`` refuses waking input.
-        self._recorder: SessionRecording | None = None
-        # The messages ``run``/``stream`` follow to their turn's end (None: none).
-        self._turn_waits: list[TurnWatch] | None = None
-        # The agent follows its session's appends only while something needs them
-        # (a turn wait, a ``session/event`` listener): a relay call per append costs.
-        self._unsubscribe: Callable[[], None] | None = None
-        if "session/event" in services.bus.listened:
-            self._listen()
+        self.session: Session = session
+        self.scope = AgentScope(self, work.services)
+        self.inbox: Inbox = work.inbox
+        self._work = work
+        work.bind(self)
 
     def __repr__(self) -> str:
         return f"<Agent {self.id!r} {self.status.value}>"
@@ -132,12 +73,12 @@ class Agent:
     @property
     def status(self) -> AgentStatus:
         """``RUNNING`` while a driver runs turns; ``IDLE`` otherwise (maintenance included)."""
-        return self._phase.status
+        return self._work.phase.status
 
     @property
     def disposed(self) -> bool:
         """Whether :meth:`AgentHandle.dispose` has completed for this agent."""
-        return self._stage == _DISPOSED
+        return self._work.disposed
 
     # ------------------------------------------------------------------ input
 
@@ -162,17 +103,7 @@ class Agent:
         """
         if wakeup is not True and wakeup is not False:
             raise TypeError(f"send() takes wakeup=True or wakeup=False, got {wakeup!r}")
-        if self._stage >= _SEALED:
-            self._check_alive()
-        recorder = self._recorder
-        if wakeup and recorder is not None and recorder.fault is not None:
-            raise self._refusal(recorder.fault)
-        t = target if target.__class__ is InboxTarget else coerce_target(target)
-        phase = self._phase
-        after_abort = wakeup and not isinstance(phase, Idle) and phase.signal.cancelled
-        self.inbox._insert(InboxTarget.NEXT_TURN if after_abort else t, message)
-        if wakeup:
-            self._wake_driver(after_abort)
+        self._work.accept(message, target, wakeup)
 
     def followup(self, message: UserMessage) -> None:
         """Queue ``message`` as the prompt of its own turn (next-turn) and wake the driver.
@@ -207,25 +138,7 @@ class Agent:
             raise TypeError(
                 f"cancel() takes a CancelCause (UserCancel(), HookCancel(reason), ...), got {cause!r}"
             )
-        if not keep_inbox and self._stage < _SEALED:
-            waits = self._turn_waits
-            if waits is None:
-                self.inbox._clear()
-                self._set_wake(False)
-            else:
-                # A followed message discarded by this clear ends Aborted(cause).
-                hint = Aborted(cause)
-                for watch in waits:
-                    watch.cancel_hint = hint
-                try:
-                    self.inbox._clear()
-                    self._set_wake(False)
-                finally:
-                    for watch in waits:
-                        watch.cancel_hint = None
-        phase = self._phase
-        if not isinstance(phase, Idle):
-            phase.signal._cancel(cause)
+        self._work.cancel(cause, keep_inbox)
 
     async def when_idle(self) -> None:
         """Return once no driver or maintenance task remains.
@@ -234,13 +147,14 @@ class Agent:
         started before the observed one retired. Never raises a turn's failure;
         cancelling the caller only cancels the wait.
         """
+        work = self._work
         while True:
-            done = self._phase.done
+            done = work.phase.done
             if done is None:
                 await trio.lowlevel.checkpoint()
                 return
             await done.wait()  # a checkpoint, also when ``done`` is already set
-            current = self._phase.done
+            current = work.phase.done
             if current is None or current is done:
                 return  # idle now: the wait was this call's checkpoint
 
@@ -260,11 +174,7 @@ class Agent:
                 ``errno`` its errno); the events stay queued for the next flush.
                 After disposal: events were left unwritten.
         """
-        recorder = self._recorder
-        if recorder is None:
-            await trio.lowlevel.checkpoint()
-            return
-        await recorder.flush()
+        await self._work.flush()
 
     async def run(
         self, message: UserMessage | str, *, check: bool = True
@@ -323,11 +233,12 @@ class Agent:
             TypeError: ``message`` is neither a :class:`UserMessage` nor a str.
         """
         queued = as_message(message)
-        self._refuse_reentry("run()")
+        waits = self._work.waits()
+        waits.refuse_reentry("run()")
         await trio.lowlevel.checkpoint_if_cancelled()
         watch = TurnWatch(queued.id)
-        self._queue_watched(queued, watch)
-        return await self._turn_outcome(watch, check=check, owned=True)
+        waits.follow(queued, watch)
+        return await waits.outcome(watch, check=check, owned=True)
 
     def stream(
         self, message: UserMessage | str, *, detach: bool = False
@@ -387,7 +298,7 @@ class Agent:
             raise TypeError(
                 f"stream() takes detach=True or detach=False, got {detach!r}"
             )
-        return OpenTurnStream(self, as_message(message), detach=detach)
+        return OpenTurnStream(self._work.waits(), as_message(message), detach=detach)
 
     async def run_maintenance(self, task: Callable[[CancelSignal], Awaitable[T]]) -> T:
         """Run ``task(signal)`` as a maintenance activity from the idle phase.
@@ -402,138 +313,4 @@ class Agent:
             AgentBusyError: a turn or another maintenance task is active.
             AgentDisposedError: the agent was disposed.
         """
-        self._check_alive()
-        phase = self._phase
-        if not isinstance(phase, Idle):
-            raise AgentBusyError(f'agent "{self.id}" already has active work')
-        signal = CancelSignal()
-        done = trio.Event()
-        self._enter(
-            Maintenance(
-                signal=signal,
-                done=done,
-                last_turn=phase.last_turn,
-                task=trio.lowlevel.current_task(),
-            )
-        )
-        try:
-            with signal.scope:
-                result = await task(signal)
-        finally:
-            ending = self._phase
-            assert isinstance(ending, Maintenance)
-            self._enter(Idle(last_turn=ending.last_turn))
-            if (
-                ending.wake_requested
-                and self.inbox.has_pending
-                and not isinstance(signal.cause, DisposedCancel)
-            ):
-                self._wake_driver()
-            done.set()
-        if signal.scope.cancelled_caught:
-            assert signal.cause is not None
-            raise AgentCancelled(signal.cause)
-        return result
-
-    # ------------------------------------------------------------------ turn results
-    # (in ._agent_waits)
-
-    _queue_watched = queue_watched
-    _unwatch = unwatch
-    _turn_outcome = turn_outcome
-    _look_after = look_after
-    _abandon = abandon
-    _wind_down = wind_down
-    _refuse_reentry = refuse_reentry
-
-    # ------------------------------------------------------------------ phase
-
-    def _enter(self, phase: Phase) -> None:
-        """Make ``phase`` the agent's phase; emit ``agent/status`` if the status changed.
-
-        The only place the phase changes. Synchronous; status listeners run before
-        it returns.
-        """
-        previous = self._phase
-        self._phase = phase
-        if phase.status is not previous.status:
-            self._emit_status(phase.status)
-        waits = self._turn_waits
-        if waits is not None and isinstance(phase, Idle):
-            for watch in waits:  # a parked message, or a turn with no turn/end
-                watch.poke()
-
-    def _set_wake(self, requested: bool) -> None:
-        """Latch (or drop) a wake for when the current activity ends; no-op when idle."""
-        phase = self._phase
-        if not isinstance(phase, Idle) and phase.wake_requested is not requested:
-            self._enter(attrs.evolve(phase, wake_requested=requested))
-
-    # ------------------------------------------------------------------ notifications
-
-    def _check_alive(self) -> None:
-        if self._stage >= _SEALED:
-            if self._stage == _DISPOSED:
-                raise AgentDisposedError(f'agent "{self.id}" is disposed')
-            raise AgentDisposedError(
-                f'agent "{self.id}" is being disposed and takes no more input'
-            )
-
-    # ------------------------------------------------------------------ persistence
-    # (in ._agent_work)
-
-    _attach_recorder = attach_recorder
-    _persistence_failed = persistence_failed
-    _refusal = refusal
-    _wait_written = wait_written
-
-    # ------------------------------------------------------------------ inbox and session
-    # (in ._agent_waits)
-
-    _inbox_inserted = inbox_inserted
-    _inbox_discarded = inbox_discarded
-    _inbox_claimed = inbox_claimed
-    _on_session_event = on_session_event
-    _emit_status = emit_status
-
-    # ------------------------------------------------------------------ driver
-    # (in ._agent_work)
-
-    _wake_driver = wake_driver
-    _open_turn = open_turn
-    _drive = drive
-    _turn_driver = turn_driver
-
-    # ------------------------------------------------------------------ disposal
-
-    async def _drain(self) -> list[Exception]:
-        """Park input, cancel with :class:`DisposedCancel`, wait, unwind the scope.
-
-        Runtime use only (the first half of disposal). Blocks until the current
-        activity has ended; returns the errors of the scope's cleanups.
-        """
-        self._stage = _DRAINING
-        self.cancel(DisposedCancel())
-        await self.when_idle()
-        errors = self.scope._unwind()
-        # The last inbox change is behind us: what is sent from now on could not
-        # be persisted, so it is refused rather than lost.
-        self._stage = _SEALED
-        return errors
-
-    def _finish_dispose(self) -> None:
-        """Mark the agent disposed and stop relaying its session. Runtime use only."""
-        self._stage = _DISPOSED
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-
-    def _listen(self) -> None:
-        """Follow the session's appends (turn waits, ``session/event``). Idempotent.
-
-        Runtime use only: called when a turn wait starts, and by the runtime when a
-        ``session/event`` listener is registered. The agent's subscription runs
-        ahead of any other (a log writer's, say), as if made at creation.
-        """
-        if self._unsubscribe is None and self._stage != _DISPOSED:
-            self._unsubscribe = self.session._subscribe_first(self._on_session_event)
+        return await self._work.maintain(task)

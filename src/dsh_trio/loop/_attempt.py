@@ -81,6 +81,23 @@ class Attempts:
         self._revision = 0
         self._target: EmitTarget | None = None
 
+    def _stream_target(self) -> EmitTarget | None:
+        """Where an attempt opening now shows its frames: ``None`` when nobody
+        listens, else the agent's target, renewed."""
+        bus = self._bus
+        if _STREAM not in bus.listened:
+            return None
+        target = self._target
+        if target is None:
+            target = self._target = bus._target(_STREAM, self._agent)
+        else:
+            target.renew()
+        return target
+
+    def note_revision(self, revision: int) -> None:
+        """An attempt's frames reached ``revision``: the next attempt goes on from it."""
+        self._revision = revision
+
     async def run(
         self, turn: int, step: int, request: ModelRequest, signal: CancelSignal
     ) -> tuple[AssistantMessage, FinishReason] | LlmFailure | None:
@@ -105,17 +122,26 @@ class Attempts:
         through :meth:`_Attempt.take`.
         """
         self._count += 1
-        attempt = _Attempt(self, turn, step, request)
+        agent = self._agent
+        attempt = _Attempt(
+            self,
+            agent,
+            f"{agent.id}:{self._count}",
+            turn,
+            step,
+            request,
+            self._revision,
+            self._stream_target(),
+        )
         stream = ModelStream(self._models.get(request.provider), request)
         next_chunk, checked, take = stream.next, stream.checked, attempt.take
         times, texts, target = attempt.times, attempt.texts, attempt.target
-        agent = self._agent
         try:
             try:
                 # Until cancelled (``cancelled``, without the call). The cause is read
                 # into a name so that the type checker does not narrow the attribute:
                 # the listeners called below may cancel, and the later checks see it.
-                while (_cause := signal._cause) is None:
+                while (_cause := signal.cause) is None:
                     try:
                         chunk = await next_chunk()
                     except StopAsyncIteration:
@@ -129,7 +155,7 @@ class Attempts:
                             and (text := chunk.text).__class__ is str
                             and text.isascii()  # no repair needed
                         ):
-                            if signal._cause is not None:  # ``cancelled``, no call
+                            if signal.cause is not None:  # ``cancelled``, no call
                                 break
                             now = _time_ns() // 1_000_000
                             times.append(now)
@@ -161,17 +187,17 @@ class Attempts:
                             attempt.index += 1
                             continue
                         chunk = checked(chunk)
-                    if signal._cause is not None:
+                    if signal.cause is not None:
                         break  # a chunk that arrives after the abort is not kept
                     if take(chunk):
                         break  # nothing after the finish is read
             finally:
                 await stream.aclose()
-            if signal._cause is None:
+            if signal.cause is None:
                 await trio.lowlevel.checkpoint_if_cancelled()
         except BaseException as exc:
             attempt.abandon(exc, signal)
-            if exc.__class__ is trio.Cancelled and signal._cause is not None:
+            if exc.__class__ is trio.Cancelled and signal.cause is not None:
                 # The turn's own cancel reached the stream at a checkpoint: ended as
                 # a cancel between two chunks ends (see above), here rather than by
                 # unwinding the driver's frames to the turn's scope. The caller
@@ -179,7 +205,7 @@ class Attempts:
                 # scope is still delivered at the next checkpoint outside it.
                 return None  # noqa: ASYNC104, ASYNC910  # the turn's scope is cancelled and left at once
             raise
-        if signal._cause is not None:
+        if signal.cause is not None:
             attempt.abandon(None, signal)
             return None
         return attempt.conclude()
@@ -207,15 +233,24 @@ class _Attempt:
     )
 
     def __init__(
-        self, owner: Attempts, turn: int, step: int, request: ModelRequest
+        self,
+        owner: Attempts,
+        agent: Agent,
+        attempt_id: str,
+        turn: int,
+        step: int,
+        request: ModelRequest,
+        revision: int,
+        target: EmitTarget | None,
     ) -> None:
-        agent = owner._agent
+        """``revision``: the last frame revision of the agent; ``target``: where the
+        attempt's frames go (``None``: nobody listened when it opened)."""
         self.owner = owner
         self.agent = agent
         self.turn = turn
         self.step = step
         self.request = request
-        self.attempt_id = f"{agent.id}:{owner._count}"
+        self.attempt_id = attempt_id
         self.records = StreamAccumulator()
         self.assembler = BlockAssembler()
         # The block index whose text deltas continue the open text run, the
@@ -226,22 +261,15 @@ class _Attempt:
         self.texts: list[str] = []
         self.times: list[int] = []
         self.index = 0
-        self.revision = owner._revision
-        bus = owner._bus
+        self.revision = revision
         # Frames are built for this attempt only if someone listened when it opened.
-        self.target: EmitTarget | None = None
-        if _STREAM in bus.listened:
-            target = owner._target
-            if target is None:
-                target = owner._target = bus._target(_STREAM, agent)
-            else:
-                target.renew()
-            self.target = target
-            self._frame(_stream_start(self.attempt_id, self._next(), turn, step))
+        self.target = target
+        if target is not None:
+            self._frame(_stream_start(attempt_id, self._next(), turn, step))
 
     def _next(self) -> int:
         self.revision += 1
-        self.owner._revision = self.revision
+        self.owner.note_revision(self.revision)
         return self.revision
 
     def _frame(
@@ -417,7 +445,7 @@ def _prefix(
     signal: CancelSignal,
 ) -> AssistantMessage | None:
     """The visible prefix worth keeping when ``exc`` ended the stream (cancellation only)."""
-    if signal._cause is None and not isinstance(exc, trio.Cancelled):
+    if signal.cause is None and not isinstance(exc, trio.Cancelled):
         return None
     content = assembler.interrupted_blocks()
     if not content:

@@ -71,12 +71,9 @@ _NEVER: Final = _Never()
 
 def render_prompt(services: AgentServices, agent: Any) -> str:
     """The system prompt of ``agent``: the runtime's sections, then its composition's."""
-    prompt = services.prompt
     composition = services.composition
     extra = composition.sections_for(agent) if composition is not None else ()
-    if not extra and not prompt._entries:  # no section at all: ``render`` gives ""
-        return ""
-    return prompt.render(agent, extra)
+    return services.prompt.render(agent, extra)
 
 
 def render_context_sections(
@@ -90,10 +87,8 @@ def render_context_sections(
     Raises:
         TypeError: a context rendered something other than a ``str`` or ``None``.
     """
-    entries: Sequence[tuple[str, Callable[[Any], str | None]]] = ()
-    prompt = services.prompt
-    if prompt._contexts:  # ``contexts_for`` gives nothing without one
-        entries = prompt.contexts_for(agent)
+    entries: Sequence[tuple[str, Callable[[Any], str | None]]]
+    entries = services.prompt.contexts_for(agent)
     composition = services.composition
     if composition is not None:
         extra = composition.contexts_for(agent)

@@ -55,9 +55,8 @@ from ._steps import (
 )
 
 if TYPE_CHECKING:
-    from ._agent import Agent
-    from ._services import AgentServices
     from ._signal import CancelSignal
+    from ._work import AgentWork
 
 __all__ = ["AgentConfigError", "OpenedTurn", "TurnDriver"]
 
@@ -135,19 +134,23 @@ class TurnDriver:
         "_services",
         "_session",
         "_step",
-        "_task",
+        "_work",
     )
 
-    def __init__(self, agent: Agent, services: AgentServices) -> None:
-        self._agent = agent
-        self._session = agent.session
-        self._inbox = agent.inbox
-        self._services = services
+    def __init__(self, work: AgentWork) -> None:
+        agent = self._agent = work.agent
+        self._work = work
+        self._session = work.session
+        self._inbox = work.inbox
+        services = self._services = work.services
         self._attempts = Attempts(agent, services.bus, services.models)
         self._requests = StepRequests(agent, services)
         self._step = 0  # the step of the open turn (0 before its first step/start)
-        #: The driver task running this agent's turns now (``None`` between runs).
-        self._task: trio.lowlevel.Task | None = None
+
+    @property
+    def step(self) -> int:
+        """The step of the open turn (0 before its first ``step/start``)."""
+        return self._step
 
     def report_error(self, turn: int, step: int, exc: Exception) -> None:
         """Log ``exc`` and emit ``agent/error`` for ``turn``/``step``. Never blocks."""
@@ -184,7 +187,7 @@ class TurnDriver:
                     requests, bus = self._requests, self._services.bus
                     while True:
                         if claimed is None:
-                            claimed = inbox._claim(target, turn)
+                            claimed = inbox.claim(target, turn)
                         await _boundary(fresh)()
                         step = self._step + 1
                         default = requests.proposal(claimed, step == 1)
@@ -204,7 +207,7 @@ class TurnDriver:
                         step_end = await self._run_step(
                             turn, step, decision, signal, entered
                         )
-                        if signal._cause is not None:
+                        if signal.cause is not None:
                             # Cancelled since the step's last checkpoint (by a
                             # listener, say): the turn ends Aborted as if
                             # ``Cancelled`` had been raised, without the unwinding.
@@ -220,18 +223,18 @@ class TurnDriver:
                                 break
                         target = InboxTarget.NEXT_STEP
                     # No success is reported for events the log has not taken.
-                    if signal._cause is None:
-                        await self._agent._wait_written()
+                    if signal.cause is None:
+                        await self._work.wait_written()
                 except Exception as exc:
                     failure = exc
         except BaseException as exc:  # noqa: ASYNC103  # re-raised below, after turn/end is written
             # From outside the turn (owner shutting down) or ^C: a disposal, if first.
             outer = exc
-            signal._cancel(DisposedCancel())
+            signal.cancel(DisposedCancel())
         stop = not self._end_turn(turn, signal, failure, turn_ends) or stop
         if outer is not None:
             raise outer
-        if stop or failure is not None or signal._cause is not None:
+        if stop or failure is not None or signal.cause is not None:
             return False  # noqa: ASYNC910
         return inbox.has_pending  # noqa: ASYNC910
 
@@ -244,7 +247,7 @@ class TurnDriver:
     ) -> bool:
         """Write ``turn/end`` with the turn's reason; False if that append failed."""
         reason: TurnEndReason
-        cause = signal._cause
+        cause = signal.cause
         if cause is not None:
             reason = _aborted(_plain_cause(cause))
         elif failure is not None:

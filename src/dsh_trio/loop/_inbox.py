@@ -62,25 +62,35 @@ def coerce_target(target: InboxTarget | str) -> InboxTarget:
 class InboxObserver(Protocol):
     """What the inbox tells its owner after a mutation is durable."""
 
-    def _inbox_inserted(self, message: UserMessage) -> None: ...
-    def _inbox_discarded(self, message: UserMessage) -> None: ...
-    def _inbox_claimed(self, message: UserMessage, turn: int) -> None: ...
+    def inserted(self, message: UserMessage) -> None:
+        """``message`` was inserted."""
+        ...
+
+    def discarded(self, message: UserMessage) -> None:
+        """``message`` was removed by a public mutation (or a cancel)."""
+        ...
+
+    def claimed(self, message: UserMessage, turn: int) -> None:
+        """Turn ``turn`` claimed ``message``."""
+        ...
 
 
 class LiveObserver(InboxObserver, Protocol):
-    """An observer that also says whether the inbox still takes input (an agent)."""
+    """An observer that also says whether the inbox still takes input (an agent's)."""
 
-    def _check_alive(self) -> None: ...
+    def check_alive(self) -> None:
+        """Raise to refuse a public mutation."""
+        ...
 
 
 class _Silent:
-    def _inbox_inserted(self, message: UserMessage) -> None:
+    def inserted(self, message: UserMessage) -> None:
         return None
 
-    def _inbox_discarded(self, message: UserMessage) -> None:
+    def discarded(self, message: UserMessage) -> None:
         return None
 
-    def _inbox_claimed(self, message: UserMessage, turn: int) -> None:
+    def claimed(self, message: UserMessage, turn: int) -> None:
         return None
 
 
@@ -138,8 +148,9 @@ class Inbox:
         check_alive: Callable[[], None] | None = _noop,
     ) -> None:
         """``check_alive`` runs before every public mutation and raises to refuse it;
-        ``None`` asks ``notify`` (a :class:`LiveObserver`, e.g. the agent) through its
-        own ``_check_alive``, so the inbox keeps no bound method of its owner."""
+        ``None`` asks ``notify`` (a :class:`LiveObserver`, e.g. the agent's work)
+        through its own ``check_alive``, so the inbox keeps no bound method of its
+        owner."""
         self._session = session
         self._notify = notify
         self._alive = check_alive
@@ -152,7 +163,7 @@ class Inbox:
         """Refuse a public mutation of an inbox that takes no more input."""
         alive = self._alive
         if alive is None:
-            cast("LiveObserver", self._notify)._check_alive()
+            cast("LiveObserver", self._notify).check_alive()
         else:
             alive()
 
@@ -243,11 +254,13 @@ class Inbox:
     def clear(self) -> None:
         """Discard everything pending: next-step first, then next-turn (at most two events)."""
         self._check_alive()
-        self._clear()
+        self.discard_all()
 
-    # ------------------------------------------------------------------ runtime-only
+    # ------------------------------------------------------------------ runtime use only
+    # The agent's own operations: it checks first whether it takes input.
 
-    def _clear(self) -> None:
+    def discard_all(self) -> None:
+        """:meth:`clear` without the check: the agent's cancel. Runtime use only."""
         if not (self._next_turn or self._next_step):
             return  # nothing pending: the common cancel
         for target in (InboxTarget.NEXT_STEP, InboxTarget.NEXT_TURN):
@@ -255,8 +268,9 @@ class Inbox:
             if n:
                 self._mutate(target, 0, n, (), discard=True)
 
-    def _claim(self, target: InboxTarget, turn: int) -> list[UserMessage]:
-        """Take the batch of a boundary: all of next-step, plus one next-turn at a turn boundary."""
+    def claim(self, target: InboxTarget, turn: int) -> list[UserMessage]:
+        """Take the batch of a boundary: all of next-step, plus one next-turn at a turn
+        boundary (fires ``claimed``). Runtime use only: the agent's turn driver."""
         batch: list[UserMessage] = []
         n = len(self._next_step)
         if n:
@@ -269,18 +283,20 @@ class Inbox:
             )
             self._next_turn = current[1:]
             batch.append(current[0])
-        claimed = self._notify._inbox_claimed
+        claimed = self._notify.claimed
         for message in batch:
             claimed(message, turn)
         return batch
 
-    def _insert(self, target: InboxTarget, message: UserMessage) -> None:
-        """``_mutate(target, len(list), 0, (message,), discard=True)``, the common
+    def insert(self, target: InboxTarget, message: UserMessage) -> None:
+        """:meth:`append` without the check, for the agent's ``send``. Runtime use only.
+
+        ``_mutate(target, len(list), 0, (message,), discard=True)``, the common
         mutation (one message appended to one list), without the general path."""
         if message.__class__ is not UserMessage:
             self._validate_inserted((message,), ())  # names the problem
         message_id = message.id
-        if (self._next_turn or self._next_step) and self._pending(message_id):
+        if (self._next_turn or self._next_step) and self.holds(message_id):
             raise DuplicateMessageError(message_id)
         if not _plain_text(message):
             try:
@@ -305,7 +321,7 @@ class Inbox:
                 _splice(target, len(current), inserted, None, None),
             )
             self._next_step = current + inserted
-        self._notify._inbox_inserted(message)
+        self._notify.inserted(message)
 
     # ------------------------------------------------------------------ internals
 
@@ -318,7 +334,8 @@ class Inbox:
         else:
             self._next_step = items
 
-    def _pending(self, message_id: str) -> bool:
+    def holds(self, message_id: str) -> bool:
+        """Whether a message with this id is pending (on either list)."""
         for m in self._next_turn:
             if m.id == message_id:
                 return True
@@ -344,7 +361,7 @@ class Inbox:
                 raise InvalidSpliceError(
                     f"inbox messages must be UserMessage values, got {type(m).__name__}"
                 )
-            if m.id in seen or (m.id not in removed_ids and self._pending(m.id)):
+            if m.id in seen or (m.id not in removed_ids and self.holds(m.id)):
                 raise DuplicateMessageError(m.id)
             seen.add(m.id)
             try:
@@ -378,11 +395,11 @@ class Inbox:
         )
         self._set(target, current[:start] + inserted + current[start + delete_count :])
         if discard:
-            discarded = self._notify._inbox_discarded
+            discarded = self._notify.discarded
             for m in removed:
                 discarded(m)
         if inserted:
-            notify_inserted = self._notify._inbox_inserted
+            notify_inserted = self._notify.inserted
             for m in inserted:
                 notify_inserted(m)
         return list(removed)
@@ -406,7 +423,7 @@ class Inbox:
         removed = current[start : start + count]
         removed_ids = {m.id for m in removed}
         for m in data.inserted:
-            if m.id not in removed_ids and self._pending(m.id):
+            if m.id not in removed_ids and self.holds(m.id):
                 raise _fold_error(event.seq, f'message "{m.id}" is already pending')
         self._set(
             data.target, current[:start] + data.inserted + current[start + count :]

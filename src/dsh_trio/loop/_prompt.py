@@ -138,6 +138,8 @@ class SystemPrompt:
 
         ``extra`` are sections the agent's composition adds, rendered after these.
         """
+        if not extra and not self._entries:  # no section at all (every step of many)
+            return ""
         parts: list[str] = []
         for e in self._entries:
             if e.scope is not None and e.scope is not agent:

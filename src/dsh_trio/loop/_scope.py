@@ -70,8 +70,11 @@ class AgentScope:
         self._check()
         self._cleanups.append(fn)
 
-    def _unwind(self) -> list[Exception]:
-        """Close the scope and run every cleanup, last first; their errors. Runtime use only."""
+    def unwind(self) -> list[Exception]:
+        """Close the scope and run every cleanup, last first; their errors.
+
+        Runtime use only: the agent's disposal unwinds it once its activity ended.
+        """
         self._closed = True
         errors: list[Exception] = []
         while self._cleanups:

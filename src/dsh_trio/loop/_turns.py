@@ -38,8 +38,8 @@ from ..values import (
 
 if TYPE_CHECKING:
     from ..session import Session
-    from ._agent import Agent
     from ._payloads import AssistantStream
+    from ._waits import TurnWaits
 
 __all__ = [
     "OpenTurnStream",
@@ -326,10 +326,12 @@ class TurnStream:
             result = await turn.result()
     """
 
-    __slots__ = ("_agent", "_message", "_watch")
+    __slots__ = ("_message", "_waits", "_watch")
 
-    def __init__(self, agent: Agent, message: UserMessage, watch: TurnWatch) -> None:
-        self._agent = agent
+    def __init__(
+        self, waits: TurnWaits, message: UserMessage, watch: TurnWatch
+    ) -> None:
+        self._waits = waits
         self._message = message
         self._watch = watch
 
@@ -382,7 +384,7 @@ class TurnStream:
             RuntimeError: the block of a ``detach=True`` stream was left before
                 the turn ended (it was not followed to its end).
         """
-        return await self._agent._turn_outcome(self._watch, check=check)
+        return await self._waits.outcome(self._watch, check=check)
 
 
 class OpenTurnStream:
@@ -391,40 +393,35 @@ class OpenTurnStream:
     Runtime use only; see :meth:`Agent.stream`.
     """
 
-    __slots__ = ("_agent", "_detach", "_dispose", "_message", "_stream")
+    __slots__ = ("_detach", "_dispose", "_message", "_stream", "_waits", "_watch")
 
     def __init__(
-        self, agent: Agent, message: UserMessage, *, detach: bool = False
+        self, waits: TurnWaits, message: UserMessage, *, detach: bool = False
     ) -> None:
-        self._agent = agent
+        self._waits = waits
         self._message = message
         self._detach = detach
         self._stream: TurnStream | None = None
+        self._watch: TurnWatch | None = None
         self._dispose: Callable[[], None] | None = None
 
     async def __aenter__(self) -> TurnStream:
         if self._stream is not None:
             raise RuntimeError("an agent.stream(...) context can be entered only once")
-        agent = self._agent
-        agent._refuse_reentry("stream()")
+        waits = self._waits
+        waits.refuse_reentry("stream()")
         await trio.lowlevel.checkpoint_if_cancelled()
         watch = TurnWatch(self._message.id, frames=True)
-
-        def on_frame(event: AssistantStream) -> None:
-            if event.agent is agent:
-                watch.frame(event)
-
         # Registered before the message is queued: an idle agent claims it inline.
-        dispose = agent._services.bus.on(
-            "agent/assistant-stream", on_frame, scope=agent
-        )
+        dispose = waits.watch_frames(watch)
         try:
-            agent._queue_watched(self._message, watch)
+            waits.follow(self._message, watch)
         except BaseException:
             dispose()
             raise
         self._dispose = dispose
-        self._stream = TurnStream(agent, self._message, watch)
+        self._watch = watch
+        self._stream = TurnStream(waits, self._message, watch)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return self._stream
 
@@ -434,17 +431,16 @@ class OpenTurnStream:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        stream = self._stream
-        assert stream is not None and self._dispose is not None
-        watch = stream._watch
+        watch = self._watch
+        assert watch is not None and self._dispose is not None
         try:
             if not watch.settled and not self._detach:
                 # Left before the turn ended: cancel it and wait (shielded) for its
                 # turn/end. Returning None lets ``exc`` propagate as it is.
-                await self._agent._wind_down(watch)  # noqa: ASYNC102  # shielded inside; bounded: the turn's scope is cancelled
+                await self._waits.wind_down(watch)  # noqa: ASYNC102  # shielded inside; bounded: the turn's scope is cancelled
         finally:
             self._dispose()
-            self._agent._unwatch(watch)
+            self._waits.unfollow(watch)
             watch.closed = True
             watch.poke()
         if exc_type is None:

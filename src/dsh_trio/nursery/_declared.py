@@ -13,8 +13,12 @@ from ..loop import ConfigStartFailed
 from ..values import AgentOptions, SessionId
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..composition import DeclaredAgent
+    from ..events import EventBus
     from ..loop import Agent, AgentScope
+    from ..persistence import SessionPersistence
     from ._handle import AgentHandle
     from ._registry import AgentRegistry
 
@@ -45,8 +49,18 @@ class DeclaredStarts:
     unless the runtime is closing.
     """
 
-    def __init__(self, registry: AgentRegistry) -> None:
+    def __init__(
+        self,
+        registry: AgentRegistry,
+        *,
+        spawn: Callable[..., None],
+        bus: EventBus,
+        persistence: SessionPersistence | None,
+    ) -> None:
         self._registry = registry
+        self._spawn = spawn
+        self._bus = bus
+        self._persistence = persistence
         self._failed: dict[SessionId, BaseException] = {}
         self._changed = trio.Event()
         self._pending = 0
@@ -68,7 +82,7 @@ class DeclaredStarts:
             self._failed.pop(SessionId(declared.id), None)
             self._pending += 1
             self._idle = trio.Event() if self._pending == 1 else self._idle
-            self._registry._runtime._spawn(self._start_one, declared, model)
+            self._spawn(self._start_one, declared, model)
 
     async def _start_one(  # noqa: ASYNC910  # a spawned task, never awaited by a caller
         self, declared: DeclaredAgent, model: AgentOptions | None
@@ -95,9 +109,7 @@ class DeclaredStarts:
             logger.warning(
                 'declared agent "%s" failed to start: %r', declared.id, error
             )
-            self._registry._runtime.events.emit(
-                CONFIG_START_FAILED, ConfigStartFailed(declared.id, error)
-            )
+            self._bus.emit(CONFIG_START_FAILED, ConfigStartFailed(declared.id, error))
         self.changed()
 
     async def _create_or_resume(
@@ -111,7 +123,7 @@ class DeclaredStarts:
             await trio.lowlevel.checkpoint()
 
         registry = self._registry
-        if registry._runtime.persistence is not None:
+        if self._persistence is not None:
             try:
                 await registry.resume(declared.id, options=declared.options, setup=fill)
                 return
@@ -142,7 +154,7 @@ class DeclaredStarts:
             )
         sid = SessionId(session_id)
         while True:
-            handle = self._registry._published_handle(sid)
+            handle = self._registry.published_handle(sid)
             if handle is not None:
                 await trio.lowlevel.checkpoint()
                 return handle

@@ -11,7 +11,7 @@ import trio
 from ..persistence import SessionRecorder
 
 if TYPE_CHECKING:
-    from ..loop import Agent
+    from ..loop import Agent, AgentWork
     from ..persistence import SessionPersistence as _Persistence, SessionWriter
     from ._registry import AgentRegistry
 
@@ -32,17 +32,17 @@ class AgentHandle:
     Usable as ``async with handle:`` (disposes on exit).
     """
 
-    __slots__ = ("__weakref__", "_agent", "_disposal", "_registry")
+    __slots__ = ("__weakref__", "_disposal", "_registry", "_work")
 
-    def __init__(self, agent: Agent, registry: AgentRegistry) -> None:
-        self._agent = agent
+    def __init__(self, work: AgentWork, registry: AgentRegistry) -> None:
+        self._work = work
         self._registry = registry
         self._disposal: _Disposal | None = None
 
     @property
     def agent(self) -> Agent:
         """The agent."""
-        return self._agent
+        return self._work.agent
 
     async def dispose(self) -> None:
         """Dispose the agent: children first, cancel, drain, unwind, flush, unregister.
@@ -56,14 +56,16 @@ class AgentHandle:
                 :class:`ExceptionGroup` of several; cleanup still completed.
         """
         if self._disposal is None:
-            self._disposal = self._registry._dispose_soon(self._agent)
+            self._disposal = self._registry.dispose_soon(self._work)
         disposal = self._disposal
         await disposal.done.wait()
         errors = disposal.errors
         if len(errors) == 1:
             raise errors[0]
         if errors:
-            raise ExceptionGroup(f'agent "{self._agent.id}" disposal failed', errors)
+            raise ExceptionGroup(
+                f'agent "{self._work.session.id}" disposal failed', errors
+            )
 
     async def __aenter__(self) -> Self:
         await trio.lowlevel.checkpoint()
@@ -76,11 +78,11 @@ class AgentHandle:
 
 async def start_recording(  # private; a resumed writer may have nothing left to write
     persistence: _Persistence,
-    agent: Agent,
+    work: AgentWork,
     writer: SessionWriter | None,
     spawn: Callable[..., None],
 ) -> SessionRecorder:
-    session = agent.session
+    session = work.session
     if writer is None:
         writer = await persistence.create(session.header)
     try:
@@ -96,5 +98,5 @@ async def start_recording(  # private; a resumed writer may have nothing left to
         writer,
         durability=persistence.durability,
         spawn=spawn,
-        on_fault=agent._persistence_failed,
+        on_fault=work.persistence_failed,
     )

@@ -21,7 +21,7 @@ from ..errors import (
     PersistenceNotConfiguredError,
 )
 from ..events import AgentCreated, AgentDisposed
-from ..loop import Agent, AgentConfigError, AgentScope, CancelSignal
+from ..loop import Agent, AgentConfigError, AgentScope, AgentWork, CancelSignal
 from ..persistence import SessionRecorder, SessionWriter, load_session
 from ..session import Session
 from ..values import (
@@ -37,8 +37,10 @@ from ._declared import DeclaredStarts
 from ._handle import AgentHandle, _Disposal, start_recording
 
 if TYPE_CHECKING:
-    from ..composition import Generation
-    from ._runtime import Runtime
+    from ..composition import DeclaredAgent, Generation, PresetRegistry
+    from ..events import EventBus
+    from ..loop import AgentServices
+    from ..persistence import SessionPersistence
 
 __all__ = ["AgentExistsError", "AgentHandle", "AgentRegistry"]
 
@@ -80,6 +82,7 @@ class AgentExistsError(DshError, ValueError):
 @attrs.define(eq=False, weakref_slot=False)
 class _Entry:
     handle: AgentHandle
+    work: AgentWork
     owner: Agent | None
     recorder: SessionRecorder | None = None
     announced: bool = False
@@ -98,12 +101,30 @@ class _Entry:
 
 
 class AgentRegistry:
-    """The live agents of a runtime, and the way to create and resume them."""
+    """The live agents of a runtime, and the way to create and resume them.
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._runtime = runtime
+    Made by the runtime with what its agents share; it owns the table of live
+    agents and of their sessions (``runtime.sessions`` reads the latter).
+    """
+
+    def __init__(
+        self,
+        services: AgentServices,
+        persistence: SessionPersistence | None,
+        presets: PresetRegistry,
+        sessions: dict[SessionId, Session],
+    ) -> None:
+        self._services = services
+        self._bus: EventBus = services.bus
+        self._persistence = persistence
+        self._presets = presets
+        self._sessions = sessions
         self._entries: dict[SessionId, _Entry] = {}
-        self._starts = DeclaredStarts(self)
+        self._starts = DeclaredStarts(
+            self, spawn=services.spawn, bus=self._bus, persistence=persistence
+        )
+        # Agents relay their session's appends only once someone listens for them.
+        self._bus._watch("session/event", self._follow_sessions)
 
     # ------------------------------------------------------------------ reads
 
@@ -132,7 +153,11 @@ class AgentRegistry:
         entry = self._entry_of(agent)
         return entry.handle if entry is not None else None
 
-    def _published_handle(self, session_id: SessionId) -> AgentHandle | None:
+    def published_handle(self, session_id: SessionId) -> AgentHandle | None:
+        """The handle of ``session_id`` once its creation completed, else ``None``.
+
+        Runtime use only (declared starts and preset bindings ask it).
+        """
         entry = self._entries.get(session_id)
         return entry.handle if entry is not None and entry.published else None
 
@@ -159,22 +184,28 @@ class AgentRegistry:
     def _children_of(self, agent: Agent) -> builtins.list[AgentHandle]:
         return [e.handle for e in self._entries.values() if e.owner is agent]
 
-    def _owner_of(self, agent: object) -> object | None:
+    def owner_of(self, agent: object) -> Agent | None:
+        """The owning parent of the live agent ``agent`` (``None``: a root, or no
+        live agent). Runtime use only: the event bus's scope parents."""
         if not isinstance(agent, Agent):
             return None
         entry = self._entry_of(agent)
         return entry.owner if entry is not None else None
 
-    def _listen_to_sessions(self) -> None:
+    def _follow_sessions(self) -> None:
         """A ``session/event`` listener was registered: every agent relays its appends."""
         for entry in builtins.list(self._entries.values()):
-            entry.agent._listen()
+            entry.work.listen()
 
     def _remove(self, agent: Agent) -> None:
         entry = self._entries.get(agent.id)
         if entry is not None and entry.agent is agent:
             del self._entries[agent.id]
-            self._runtime.events._owners_changed()  # its owner is gone from the bus
+            self._bus._owners_changed()  # its owner is gone from the bus
+
+    def _forget_session(self, session: Session) -> None:
+        if self._sessions.get(session.id) is session:
+            del self._sessions[session.id]
 
     # ------------------------------------------------------------------ creation
 
@@ -218,7 +249,7 @@ class AgentRegistry:
             InvalidSessionIdError: the id is not usable.
         """
         fields = _header_fields(session_id, meta)
-        plan = self._runtime.presets._plan(preset, parent)
+        plan = self._presets.plan(preset, parent)
         if plan is not None:
             fields.setdefault("agent_preset", plan.preset_id)
         header = SessionHeader(
@@ -255,7 +286,7 @@ class AgentRegistry:
             SessionNotFoundError: nothing is persisted under ``session_id``.
             SessionCorruptError, SessionFormatError, SessionLockedError: see the message.
         """
-        persistence = self._runtime.persistence
+        persistence = self._persistence
         if persistence is None:
             raise PersistenceNotConfiguredError(
                 f'cannot resume "{session_id}": session persistence is not configured (open_runtime(persistence=...))'
@@ -263,7 +294,7 @@ class AgentRegistry:
         self._check_free(SessionId(session_id), parent)
         session, writer = await load_session(persistence, session_id)
         try:
-            plan = self._runtime.presets._plan(
+            plan = self._presets.plan(
                 preset if preset is not None else logged_preset(session), parent
             )
         except BaseException:
@@ -320,20 +351,19 @@ class AgentRegistry:
         try:
             self._check_free(session.id, parent)
             # Replays the inbox: a resumed log can still be refused here.
-            agent = Agent(
-                session=session, options=options, services=self._runtime._services
-            )
+            work = AgentWork(session, self._services)
+            agent = Agent(work, options)
         except BaseException:
             if writer is not None:
                 with trio.CancelScope(shield=True):
                     await writer.close()  # noqa: ASYNC102  # closing a file is bounded
             raise
-        handle = AgentHandle(agent, self)
-        entry = _Entry(handle, parent)
+        handle = AgentHandle(work, self)
+        entry = _Entry(handle, work, parent)
         self._entries[session.id] = entry
-        self._runtime.events._owners_changed()  # the bus now sees its owner
+        self._bus._owners_changed()  # the bus now sees its owner
         if plan is not None:  # no checkpoint since the plan was made: it is still live
-            self._runtime.presets._join(agent, plan)
+            self._presets.join(agent, plan)
         try:
             try:
                 await agent.run_maintenance(
@@ -372,8 +402,7 @@ class AgentRegistry:
         """The creation task: setup, recording, then publication (``agent/created``)."""
         agent = entry.agent
         session = agent.session
-        runtime = self._runtime
-        persistence = runtime.persistence
+        persistence = self._persistence
         try:
             if setup is not None:
                 commit = await setup(agent.scope, agent)
@@ -381,18 +410,18 @@ class AgentRegistry:
                     commit()
             if persistence is not None:
                 entry.recorder = await start_recording(
-                    persistence, agent, writer, runtime._spawn
+                    persistence, entry.work, writer, self._services.spawn
                 )
-                agent._attach_recorder(entry.recorder)
+                entry.work.attach_recorder(entry.recorder)
             if source == "resume" and (
                 not session.events or session.events[-1].type != "session/end-seed"
             ):
                 # One marker per resume boundary, as the reference: none when the
                 # log already ends with one (resumed twice with no turn between).
                 session.append("session/end-seed", EndSeed())
-            runtime.sessions._add(session)
+            self._sessions[session.id] = session
             entry.announced = True
-            await runtime.events.serial(
+            await self._bus.serial(
                 "agent/created", AgentCreated(agent, source, signal), scope=agent
             )
         except BaseException:
@@ -402,23 +431,26 @@ class AgentRegistry:
 
     # ------------------------------------------------------------------ disposal
 
-    def _dispose_soon(self, agent: Agent) -> _Disposal:
-        """Start ``agent``'s teardown in the runtime nursery. Runtime use only.
+    def dispose_soon(self, work: AgentWork) -> _Disposal:
+        """Start the teardown of ``work``'s agent in the runtime nursery.
+
+        Runtime use only: :meth:`AgentHandle.dispose` starts it.
 
         Synchronous; call it once per agent (its handle does). The returned record's
         ``done`` is set once the teardown has completed.
         """
         disposal = _Disposal()
-        self._runtime._spawn(self._teardown, agent, disposal)
+        self._services.spawn(self._teardown, work, disposal)
         return disposal
 
-    async def _teardown(self, agent: Agent, disposal: _Disposal) -> None:
+    async def _teardown(self, work: AgentWork, disposal: _Disposal) -> None:
         """Children first, then drain, close the recorder, unregister, announce.
 
         Shielded: it runs to completion even while the runtime is being cancelled.
         Failures are collected into ``disposal.errors``.
         """
         errors = disposal.errors
+        agent = work.agent
         with trio.CancelScope(shield=True):
             entry = self._entry_of(agent)
             if entry is not None and entry.publishing is not None:
@@ -430,29 +462,39 @@ class AgentRegistry:
                     await child.dispose()
                 except Exception as exc:
                     errors.append(exc)
-            errors.extend(await agent._drain())
+            errors.extend(await work.drain())
             if entry is not None and entry.recorder is not None:
                 try:
                     await entry.recorder.aclose()
                 except Exception as exc:
                     errors.append(exc)
-            errors.extend(await self._runtime.presets._release(agent))
+            errors.extend(await self._presets.release(agent))
             self._remove(agent)
-            runtime = self._runtime
             if entry is not None and entry.announced:
-                runtime.events.emit("agent/disposed", AgentDisposed(agent), scope=agent)
-            agent._finish_dispose()
-            runtime.sessions._remove(agent.session)
+                self._bus.emit("agent/disposed", AgentDisposed(agent), scope=agent)
+            work.finish_dispose()
+            self._forget_session(agent.session)
         disposal.done.set()
 
-    async def _dispose_all(self) -> None:
-        """Dispose every live agent, roots first (each disposes its children). Runtime use only.
+    def start_declared(
+        self, agents: tuple[DeclaredAgent, ...], model: AgentOptions | None
+    ) -> None:
+        """Start each declared agent (``open_runtime(config=...)``) in its own task.
 
-        Blocks until every teardown has completed.
+        Runtime use only. Synchronous; see :meth:`wait_for`.
+        """
+        self._starts.start(agents, model)
+
+    async def aclose(self) -> None:
+        """Stop the declared starts still running, then dispose every live agent.
+
+        Runtime use only (the runtime is closing). Roots go first (each disposes its
+        children); blocks until every teardown has completed.
 
         Raises:
             ExceptionGroup: the failures of the disposals that failed.
         """
+        await self._starts.aclose()
         await trio.lowlevel.checkpoint()
         errors: builtins.list[Exception] = []
 

@@ -32,10 +32,13 @@ __all__ = ["Runtime", "SessionStore", "open_runtime"]
 
 
 class SessionStore:
-    """The live sessions of a runtime (one per live agent)."""
+    """The live sessions of a runtime (one per live agent).
 
-    def __init__(self) -> None:
-        self._sessions: dict[SessionId, Session] = {}
+    A read view of the table the agent registry keeps as agents come and go.
+    """
+
+    def __init__(self, sessions: Mapping[SessionId, Session]) -> None:
+        self._sessions = sessions
 
     def get(self, session_id: str) -> Session | None:
         """The live session ``session_id``, or ``None``."""
@@ -44,13 +47,6 @@ class SessionStore:
     def list(self) -> list[Session]:
         """Live sessions in creation order."""
         return list(self._sessions.values())
-
-    def _add(self, session: Session) -> None:
-        self._sessions[session.id] = session
-
-    def _remove(self, session: Session) -> None:
-        if self._sessions.get(session.id) is session:
-            del self._sessions[session.id]
 
 
 class Runtime:
@@ -72,16 +68,15 @@ class Runtime:
         self._nursery = nursery
         self.default_model = DefaultModel(profile)
         self.persistence = persistence
-        self.agents = AgentRegistry(self)
         self.events = EventBus(parent_of=self._scope_parent)
         # The scope parents are an agent's owner (the agent registry reports each
         # change) and a bound root agent's generation (the preset registry reports
         # each change of a binding), so the bus may count changes instead of walking.
         self.events._track_owners()
-        self.events._watch("session/event", self.agents._listen_to_sessions)
         self.models = ModelRegistry()
         self.prompt = SystemPrompt(system_prompt)
-        self.sessions = SessionStore()
+        sessions: dict[SessionId, Session] = {}  # the agent registry's to change
+        self.sessions = SessionStore(sessions)
         self.max_parallel_tool_calls = max_parallel_tool_calls
         self.tools = tools
         self.presets = PresetRegistry(
@@ -89,7 +84,7 @@ class Runtime:
             tools=tools,
             spawn=self._spawn,
             is_published=lambda agent: (
-                self.agents._published_handle(agent.id) is not None
+                self.agents.published_handle(agent.id) is not None
             ),
         )
         self._services = AgentServices(
@@ -100,11 +95,12 @@ class Runtime:
             tools=CompositionTools(tools, self.presets),
             composition=CompositionSections(self.presets),
         )
+        self.agents = AgentRegistry(self._services, persistence, self.presets, sessions)
 
     def _scope_parent(self, scope: object) -> object | None:
         """An event scope's parent: an agent's owner, else its preset generation."""
-        owner = self.agents._owner_of(scope)
-        return owner if owner is not None else self.presets._scope_parent(scope)
+        owner = self.agents.owner_of(scope)
+        return owner if owner is not None else self.presets.scope_parent(scope)
 
     def _spawn(
         self,
@@ -118,37 +114,38 @@ class Runtime:
         """
         self._nursery.start_soon(fn, *args, name=name)
 
-    async def _aclose(self) -> None:
-        """Dispose every live agent; blocks until all are gone (see ``open_runtime``).
 
-        Declared agents still starting are stopped first; preset generations are
-        torn down last.
-        """
-        await self.agents._starts.aclose()
-        errors: list[Exception] = []
-        try:
-            await self.agents._dispose_all()
-        except ExceptionGroup as group:
-            errors += group.exceptions
-        errors += await self.presets._aclose()
-        if errors:
-            raise ExceptionGroup("disposing the runtime's agents failed", errors)
+async def _compose(
+    runtime: Runtime,
+    presets: Sequence[PresetDefinition],
+    default_preset: str | None,
+    loaded: RuntimeConfig | None,
+) -> None:
+    """Register the presets (the config's first), then start its declared agents."""
+    for definition in (*(loaded.presets if loaded else ()), *presets):
+        await runtime.presets.register(definition)
+    if default_preset is None and loaded is not None:
+        default_preset = loaded.default_preset
+    runtime.presets.default = default_preset
+    if loaded is not None:
+        runtime.agents.start_declared(loaded.agents, loaded.default_model)
+    await trio.lowlevel.checkpoint()
 
-    async def _compose(
-        self,
-        presets: Sequence[PresetDefinition],
-        default_preset: str | None,
-        loaded: RuntimeConfig | None,
-    ) -> None:
-        """Register the presets (the config's first), then start its declared agents."""
-        for definition in (*(loaded.presets if loaded else ()), *presets):
-            await self.presets.register(definition)
-        if default_preset is None and loaded is not None:
-            default_preset = loaded.default_preset
-        self.presets.default = default_preset
-        if loaded is not None:
-            self.agents._starts.start(loaded.agents, loaded.default_model)
-        await trio.lowlevel.checkpoint()
+
+async def _aclose(runtime: Runtime) -> None:
+    """Dispose every live agent; blocks until all are gone (see ``open_runtime``).
+
+    Declared agents still starting are stopped first; preset generations are
+    torn down last.
+    """
+    errors: list[Exception] = []
+    try:
+        await runtime.agents.aclose()
+    except ExceptionGroup as group:
+        errors += group.exceptions
+    errors += await runtime.presets.aclose()
+    if errors:
+        raise ExceptionGroup("disposing the runtime's agents failed", errors)
 
 
 async def _close_after(runtime: Runtime, exc: BaseException) -> None:
@@ -159,7 +156,7 @@ async def _close_after(runtime: Runtime, exc: BaseException) -> None:
     ``except*`` on either matches.
     """
     try:
-        await runtime._aclose()
+        await _aclose(runtime)
     except Exception as failed:
         if isinstance(exc, GeneratorExit):
             raise
@@ -257,7 +254,7 @@ async def _runtime_block(
         for provider, adapter in models.items():
             runtime.models.register(provider, adapter, retry_policy=RetryPolicy())
         try:
-            await runtime._compose(presets, default_preset, loaded)
+            await _compose(runtime, presets, default_preset, loaded)
         except Exception as exc:  # raised bare below, once the nursery has closed
             with trio.CancelScope(shield=True):
                 await _close_after(runtime, exc)
@@ -270,7 +267,7 @@ async def _runtime_block(
                     await _close_after(runtime, exc)
                 raise
             with trio.CancelScope(shield=True):
-                await runtime._aclose()
+                await _aclose(runtime)
     if failed is not None:
         raise failed
 

@@ -220,7 +220,7 @@ class _Run:
 
     def _cancelled(self) -> bool:
         # The turn's signal, or any enclosing cancellation (the owner shutting down).
-        return self.signal._cause is not None or _scope_cancelled()
+        return self.signal.cause is not None or _scope_cancelled()
 
     async def _schedule(self, nursery: trio.Nursery) -> None:  # noqa: ASYNC910  # private: the scheduler around it checkpoints
         calls = self.calls
