@@ -66,8 +66,8 @@ class Noisy(AgentStateMachine):
 
 
 def test_planted(monkeypatch):
-    original = Inbox._claim
-    monkeypatch.setattr(Inbox, "_claim", lambda self, t, turn: original(self, t, turn)[:-1])
+    original = Inbox.claim
+    monkeypatch.setattr(Inbox, "claim", lambda self, t, turn: original(self, t, turn)[:-1])
     try:
         run_state_machine_as_test(
             Noisy,
