@@ -139,8 +139,9 @@ def test_a_reused_turn_number_is_reported(monkeypatch: pytest.MonkeyPatch) -> No
 def _drop_events(
     monkeypatch: pytest.MonkeyPatch, kind: str, when: Callable[[Any], bool]
 ) -> None:
-    """Make the session silently skip some appends of ``kind`` (both append paths)."""
-    for name in ("append", "_append_trusted"):
+    """Make the session silently skip some appends of ``kind`` (every append path;
+    ``_append_trusted`` is the former name of ``append_trusted``)."""
+    for name in ("append", "append_trusted", "_append_trusted"):
         original = getattr(Session, name, None)
         if original is None:
             continue
