@@ -120,10 +120,16 @@ def test_builders_build_what_the_constructors_build() -> None:
             frame,
         ),
     ]
-    payload = builder(AssistantStream)(agent, frame)  # compared by identity: by fields
-    assert type(payload) is AssistantStream
-    assert (payload.agent, payload.frame) == (agent, frame)
-    assert repr(payload) == repr(AssistantStream(agent, frame))
+    # A payload compares by identity: compared by its fields.
+    chunk_payload = builder(AssistantStream, nested={"frame": StreamChunkFrame})
+    for payload in (
+        builder(AssistantStream)(agent, frame),
+        chunk_payload(agent, "a:1", 3, 0, 1_700_000_000_000, TextDelta(0, "x")),
+    ):
+        assert type(payload) is AssistantStream
+        assert type(payload.frame) is StreamChunkFrame
+        assert (payload.agent, payload.frame) == (agent, frame)
+        assert repr(payload) == repr(AssistantStream(agent, frame))
     for cls, args, want in cases:
         got: object = builder(cls)(*args)
         assert type(got) is cls
@@ -246,3 +252,20 @@ def test_a_builder_may_take_a_field_as_its_converter_gives_it() -> None:
         builder(Enter)  # the converter would be skipped unannounced
     with pytest.raises(TypeError, match="no field with a converter named"):
         builder(Enter, converted=("starts_request_series",))
+
+
+def test_a_builder_builds_a_nested_value_from_its_fields() -> None:
+    from dsh_trio.values import Errored, TurnEnd, builder
+
+    @attrs.frozen  # no twin: built with its setters
+    class Pair:
+        left: object
+        right: object
+
+    end = builder(TurnEnd, nested={"reason": Errored})
+    assert end(3, "boom") == TurnEnd(3, Errored("boom"))
+    assert type(end(3, "boom").reason) is Errored
+    pairs = builder(Pair, nested={"right": Pair})
+    assert pairs(1, 2, 3) == Pair(1, Pair(2, 3))
+    with pytest.raises(TypeError, match="no field named"):
+        builder(TurnEnd, nested={"cause": Errored})

@@ -131,15 +131,13 @@ class Attempts:
                                     dispatch(
                                         _STREAM,
                                         listeners,
-                                        _assistant_stream(
+                                        _chunk_payload(
                                             agent,
-                                            _chunk_frame(
-                                                attempt.attempt_id,
-                                                revision,
-                                                attempt.index,
-                                                now,
-                                                chunk,
-                                            ),
+                                            attempt.attempt_id,
+                                            revision,
+                                            attempt.index,
+                                            now,
+                                            chunk,
                                         ),
                                     )
                             attempt.index += 1
@@ -251,9 +249,8 @@ class _Attempt:
                 dispatch(
                     _STREAM,
                     listeners,
-                    _assistant_stream(
-                        self.agent,
-                        _chunk_frame(self.attempt_id, revision, self.index, now, chunk),
+                    _chunk_payload(
+                        self.agent, self.attempt_id, revision, self.index, now, chunk
                     ),
                 )
         self.index += 1
@@ -369,7 +366,9 @@ _message_data = builder(AssistantMessageData)
 _committed = builder(Committed)
 _stream_start = builder(StreamStartFrame)
 _stream_end = builder(StreamEndFrame)
-_chunk_frame = builder(StreamChunkFrame)  # once per chunk: built on its twin
+# ``AssistantStream(agent, StreamChunkFrame(attempt_id, revision, index, time,
+# chunk))``, in one call: the payload of every chunk's live frame.
+_chunk_payload = builder(AssistantStream, nested={"frame": StreamChunkFrame})
 _assistant_stream = builder(AssistantStream)
 
 
