@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 
@@ -91,10 +93,19 @@ def test_builders_build_what_the_constructors_build() -> None:
     ]
     from dsh_trio.events import StreamChunkFrame
     from dsh_trio.loop._payloads import AssistantStream
-    from dsh_trio.values import SessionEvent, SurfaceReplace, TextDelta
+    from dsh_trio.values import (
+        SessionEvent,
+        SurfaceReplace,
+        TextDelta,
+        UserMessage,
+        UserSource,
+    )
 
     frame = StreamChunkFrame("a:1", 3, 0, 1_700_000_000_000, TextDelta(0, "x"))
-    agent = object()
+    agent: Any = object()  # a payload only carries its agent
+    user = UserMessage(
+        id=MessageId("u"), content=(TextBlock("x"),), source=UserSource()
+    )
     cases += [
         (
             SessionEvent,
@@ -103,12 +114,12 @@ def test_builders_build_what_the_constructors_build() -> None:
         ),
         (
             SessionEvent,
-            (4, 5, "user/message", message, SurfaceReplace(1, 2), (1, 2), True),
+            (4, 5, "user/message", user, SurfaceReplace(1, 2), (1, 2), True),
             SessionEvent(
                 seq=4,
                 time=5,
                 type="user/message",
-                data=message,
+                data=user,
                 surface_op=SurfaceReplace(1, 2),
                 source_event_seqs=(1, 2),
                 ignorable=True,
@@ -255,16 +266,17 @@ def test_a_builder_may_take_a_field_as_its_converter_gives_it() -> None:
 
 
 def test_a_builder_builds_a_nested_value_from_its_fields() -> None:
-    from dsh_trio.values import Errored, TurnEnd, builder
+    from dsh_trio.values import Errored, LlmFailure, TurnEnd, builder
 
     @attrs.frozen  # no twin: built with its setters
     class Pair:
         left: object
         right: object
 
+    failure = LlmFailure(message="boom", code="SERVER")
     end = builder(TurnEnd, nested={"reason": Errored})
-    assert end(3, "boom") == TurnEnd(3, Errored("boom"))
-    assert type(end(3, "boom").reason) is Errored
+    assert end(3, failure) == TurnEnd(3, Errored(failure))
+    assert type(end(3, failure).reason) is Errored
     pairs = builder(Pair, nested={"right": Pair})
     assert pairs(1, 2, 3) == Pair(1, Pair(2, 3))
     with pytest.raises(TypeError, match="no field named"):

@@ -119,7 +119,7 @@ def builder(
         enter = builder(Enter, converted=("messages",))  # a tuple, as converted
         assert enter((message,), False) == Enter([message])
         end = builder(TurnEnd, nested={"reason": Errored})
-        assert end(3, "boom") == TurnEnd(3, Errored("boom"))
+        assert end(3, failure) == TurnEnd(3, Errored(failure))
     """
     namespace: dict[str, Any] = {"_new": object.__new__}
     params: list[str] = []
