@@ -174,7 +174,10 @@ def test_the_page_names_the_collaborators_and_seams() -> None:
         ("_wire", None),
         ("_nothing", "no module _nothing.py in src/dsh_trio"),
         ("dsh_trio.loop.Agent", None),
-        ("dsh_trio.loop.Nothing", "dsh_trio.loop.Nothing: dsh_trio.loop has no Nothing"),
+        (
+            "dsh_trio.loop.Nothing",
+            "dsh_trio.loop.Nothing: dsh_trio.loop has no Nothing",
+        ),
         ("AgentWork", None),
         ("Idle(last_turn)", None),
         ("NoSuchClass", "no class NoSuchClass in src/dsh_trio"),
