@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 
@@ -89,11 +91,62 @@ def test_builders_build_what_the_constructors_build() -> None:
             ),
         ),
     ]
+    from dsh_trio.events import StreamChunkFrame
+    from dsh_trio.loop._payloads import AssistantStream
+    from dsh_trio.values import (
+        SessionEvent,
+        SurfaceReplace,
+        TextDelta,
+        UserMessage,
+        UserSource,
+    )
+
+    frame = StreamChunkFrame("a:1", 3, 0, 1_700_000_000_000, TextDelta(0, "x"))
+    agent: Any = object()  # a payload only carries its agent
+    user = UserMessage(
+        id=MessageId("u"), content=(TextBlock("x"),), source=UserSource()
+    )
+    cases += [
+        (
+            SessionEvent,
+            (4, 5, "turn/start", TurnStart(1), None, None, False),
+            SessionEvent(seq=4, time=5, type="turn/start", data=TurnStart(1)),
+        ),
+        (
+            SessionEvent,
+            (4, 5, "user/message", user, SurfaceReplace(1, 2), (1, 2), True),
+            SessionEvent(
+                seq=4,
+                time=5,
+                type="user/message",
+                data=user,
+                surface_op=SurfaceReplace(1, 2),
+                source_event_seqs=(1, 2),
+                ignorable=True,
+            ),
+        ),
+        (
+            StreamChunkFrame,
+            ("a:1", 3, 0, 1_700_000_000_000, TextDelta(0, "x")),
+            frame,
+        ),
+    ]
+    # A payload compares by identity: compared by its fields.
+    chunk_payload = builder(AssistantStream, nested={"frame": StreamChunkFrame})
+    for payload in (
+        builder(AssistantStream)(agent, frame),
+        chunk_payload(agent, "a:1", 3, 0, 1_700_000_000_000, TextDelta(0, "x")),
+    ):
+        assert type(payload) is AssistantStream
+        assert type(payload.frame) is StreamChunkFrame
+        assert (payload.agent, payload.frame) == (agent, frame)
+        assert repr(payload) == repr(AssistantStream(agent, frame))
     for cls, args, want in cases:
         got: object = builder(cls)(*args)
         assert type(got) is cls
         assert got == want
         assert repr(got) == repr(want)
+        assert hash(got) == hash(want)
 
 
 def test_a_value_built_on_its_twin_equals_the_constructed_one() -> None:
@@ -185,3 +238,46 @@ def test_builder_falls_back_to_setters_without_a_twin() -> None:
             n: int = attrs.field(validator=attrs.validators.instance_of(int))
 
         twin(Checked)
+
+
+def test_a_builder_may_take_a_field_as_its_converter_gives_it() -> None:
+    """``converted``: the caller passes the field as the converter would make it."""
+    from dsh_trio.values import (
+        Enter,
+        MessageId,
+        TextBlock,
+        UserMessage,
+        UserSource,
+        builder,
+    )
+
+    message = UserMessage(
+        id=MessageId("m"), content=(TextBlock("x"),), source=UserSource()
+    )
+    enter = builder(Enter, converted=("messages",))
+    built = enter((message,), False)
+    assert type(built) is Enter
+    assert built == Enter([message]) and hash(built) == hash(Enter([message]))
+    assert repr(built) == repr(Enter([message]))
+    with pytest.raises(TypeError, match="validator or a converter"):
+        builder(Enter)  # the converter would be skipped unannounced
+    with pytest.raises(TypeError, match="no field with a converter named"):
+        builder(Enter, converted=("starts_request_series",))
+
+
+def test_a_builder_builds_a_nested_value_from_its_fields() -> None:
+    from dsh_trio.values import Errored, LlmFailure, TurnEnd, builder
+
+    @attrs.frozen  # no twin: built with its setters
+    class Pair:
+        left: object
+        right: object
+
+    failure = LlmFailure(message="boom", code="SERVER")
+    end = builder(TurnEnd, nested={"reason": Errored})
+    assert end(3, failure) == TurnEnd(3, Errored(failure))
+    assert type(end(3, failure).reason) is Errored
+    pairs = builder(Pair, nested={"right": Pair})
+    assert pairs(1, 2, 3) == Pair(1, Pair(2, 3))
+    with pytest.raises(TypeError, match="no field named"):
+        builder(TurnEnd, nested={"cause": Errored})

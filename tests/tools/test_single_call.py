@@ -146,14 +146,14 @@ async def test_a_refused_tool_call_append_propagates_as_the_pooled_path_does(
     class Refused(Exception):
         pass
 
-    real = Session._append_trusted
+    real = Session.append_trusted
 
     def refuse(self: Session, type: str, data: object, **kw: object) -> object:
         if type == "tool/call":
             raise Refused("log is full")
         return real(self, type, data, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Session, "_append_trusted", refuse)
+    monkeypatch.setattr(Session, "append_trusted", refuse)
     monkeypatch.setattr(Session, "append", refuse)
     with pytest.raises(Refused):
         await drive(_registry(never), agent, [call("a", "never")])

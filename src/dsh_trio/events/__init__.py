@@ -18,6 +18,9 @@ from ._bus import (
     SerialListener as SerialListener,
     WaterfallListener as WaterfallListener,
 )
+
+# The emit policy, for the runtime's hot paths (not part of the public API).
+from ._dispatch import dispatch as dispatch
 from ._frames import (
     EVENT_NAMES as EVENT_NAMES,
     Abandoned as Abandoned,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
@@ -11,8 +10,9 @@ from typing import Any, TypeAlias, TypeVar, cast
 
 import trio
 
+from ._dispatch import dispatch
 from ._frames import EMIT_EVENT_NAMES
-from ._target import EmitTarget, misfired as _misfired
+from ._target import EmitTarget
 
 __all__ = ["EmitListener", "EventBus", "SerialListener", "WaterfallListener"]
 
@@ -27,8 +27,6 @@ SerialListener: TypeAlias = Callable[[P], Awaitable[object]]
 #: A listener of a ``waterfall`` event: ``(payload, next)``; ``await next()`` runs the
 #: rest of the chain and returns its result.
 WaterfallListener: TypeAlias = Callable[[P, Callable[[], Awaitable[T]]], Awaitable[T]]
-
-_logger = logging.getLogger("dsh_trio")
 
 
 class _Unset:
@@ -355,14 +353,7 @@ class EventBus:
             return
         if scope is _FROM_PAYLOAD:
             scope = getattr(payload, "agent", None)
-        for listener in self._resolve(name, entries, scope):
-            try:
-                result = listener(payload)
-            except Exception:
-                _logger.exception('listener of event "%s" raised', name)
-                continue
-            if result is not None:
-                _misfired(name, listener, result)
+        dispatch(name, self._resolve(name, entries, scope), payload)
 
     def _target(self, name: str, scope: object) -> EmitTarget:
         """An ``EmitTarget`` for emitting ``name`` about ``scope``. Runtime use only."""

@@ -1,37 +1,17 @@
 """The emit target: one emit event's listeners that one scope admits, kept for a
-burst of emits (a model attempt's live frames), and the report of a listener that
-returned an awaitable."""
+burst of emits (a model attempt's live frames)."""
 
 from __future__ import annotations
 
-import inspect
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from ._dispatch import dispatch
 
 if TYPE_CHECKING:
     from ._bus import EventBus, _Entry, _Resolved
 
-__all__ = ["EmitTarget", "misfired"]
-
-_logger = logging.getLogger("dsh_trio")
-
-
-def misfired(name: str, listener: Callable[..., Any], result: object) -> None:
-    """An emit listener returned ``result`` (not ``None``): close an awaitable and say why."""
-    if not inspect.isawaitable(result):
-        return
-    # An async callable registered for an emit event: nothing would ever await it.
-    # Close it so it does not warn later, and say why.
-    close = getattr(result, "close", None)
-    if close is not None:
-        close()
-    _logger.error(
-        'listener of emit event "%s" returned an awaitable; emit listeners '
-        "must be plain callables (%r)",
-        name,
-        listener,
-    )
+__all__ = ["EmitTarget"]
 
 
 class EmitTarget:
@@ -104,25 +84,8 @@ class EmitTarget:
         return self.current()
 
     def emit(self, payload: object) -> None:
-        """Call the listeners :meth:`current` returned last, as :meth:`EventBus.emit`.
-
-        A hot loop may instead call each of :attr:`listeners` itself, passing what
-        went wrong to :meth:`raised` (from its ``except Exception:`` block) or
-        :meth:`misfired` (a result other than ``None``).
-        """
-        for listener in self.listeners:
-            try:
-                result = listener(payload)
-            except Exception:
-                self.raised()
-                continue
-            if result is not None:
-                self.misfired(listener, result)
-
-    def raised(self) -> None:
-        """Log the exception being handled: a listener raised it. Never blocks."""
-        _logger.exception('listener of event "%s" raised', self._name)
-
-    def misfired(self, listener: Callable[..., Any], result: object) -> None:
-        """Report (and close) the awaitable ``listener`` returned. Never blocks."""
-        misfired(self._name, listener, result)
+        """Call the listeners :meth:`current` returned last, as :meth:`EventBus.emit`
+        does (:func:`~dsh_trio.events.dispatch`: a failing listener is reported, the
+        others still run). A hot loop may call ``dispatch(name, target.listeners,
+        payload)`` itself instead."""
+        dispatch(self._name, self.listeners, payload)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -13,6 +13,7 @@ from ..events import (
     StreamChunkFrame,
     StreamEndFrame,
     StreamStartFrame,
+    dispatch,
 )
 from ..llm import BlockAssembler, ModelRequest, ModelStream
 from ..session import StreamAccumulator
@@ -28,7 +29,6 @@ from ..values import (
     StreamChunk,
     TextDelta,
     builder,
-    twin,
 )
 from ._ids import new_message_id
 from ._payloads import AssistantStream
@@ -48,55 +48,27 @@ _time_ns = time.time_ns
 _NO_RUN: object = object()
 
 
-_new = object.__new__
-
-
-def _twin_of(cls: type) -> type[Any]:
-    mutable = twin(cls)
-    if mutable is None:  # a class every chunk frame is built from: checked at import
-        raise TypeError(f"{cls.__name__} has no twin (see values.twin)")
-    return mutable
-
-
-# A chunk frame and its payload are built on these twins (see ``values.twin``).
-_ChunkFrame = _twin_of(StreamChunkFrame)
-_Payload = _twin_of(AssistantStream)
-
-
 class Attempts:
     """The model attempts of one agent: numbering, live frames and settlement.
 
     Attempt ids (``"<agent id>:<n>"``) and frame revisions count across the agent's
     life, so one instance lives as long as its agent; so does the emit target of its
-    live frames, renewed as each attempt opens.
+    live frames, renewed as each attempt opens. Each attempt reads that shared state
+    from these attributes and writes its numbering back.
     """
 
-    __slots__ = ("_agent", "_bus", "_count", "_models", "_revision", "_target")
+    __slots__ = ("agent", "bus", "count", "models", "revision", "target")
 
     def __init__(self, agent: Agent, bus: EventBus, models: ModelRegistry) -> None:
-        self._agent = agent
-        self._bus = bus
-        self._models = models
-        self._count = 0
-        self._revision = 0
-        self._target: EmitTarget | None = None
-
-    def _stream_target(self) -> EmitTarget | None:
-        """Where an attempt opening now shows its frames: ``None`` when nobody
-        listens, else the agent's target, renewed."""
-        bus = self._bus
-        if _STREAM not in bus.listened:
-            return None
-        target = self._target
-        if target is None:
-            target = self._target = bus._target(_STREAM, self._agent)
-        else:
-            target.renew()
-        return target
-
-    def note_revision(self, revision: int) -> None:
-        """An attempt's frames reached ``revision``: the next attempt goes on from it."""
-        self._revision = revision
+        self.agent = agent
+        self.bus = bus
+        self.models = models
+        #: Attempts opened so far, and the last frame revision (written back by
+        #: each attempt as it numbers its frames).
+        self.count = 0
+        self.revision = 0
+        #: The emit target of the live frames, renewed as each attempt opens.
+        self.target: EmitTarget | None = None
 
     async def run(
         self, turn: int, step: int, request: ModelRequest, signal: CancelSignal
@@ -121,21 +93,12 @@ class Attempts:
         open text run (the common chunk) is kept and shown here; any other chunk goes
         through :meth:`_Attempt.take`.
         """
-        self._count += 1
-        agent = self._agent
-        attempt = _Attempt(
-            self,
-            agent,
-            f"{agent.id}:{self._count}",
-            turn,
-            step,
-            request,
-            self._revision,
-            self._stream_target(),
-        )
-        stream = ModelStream(self._models.get(request.provider), request)
+        self.count += 1
+        attempt = _Attempt(self, turn, step, request)
+        stream = ModelStream(self.models.get(request.provider), request)
         next_chunk, checked, take = stream.next, stream.checked, attempt.take
         times, texts, target = attempt.times, attempt.texts, attempt.target
+        agent = self.agent
         try:
             try:
                 # Until cancelled (``cancelled``, without the call). The cause is read
@@ -164,26 +127,19 @@ class Attempts:
                                 revision = attempt.revision = attempt.revision + 1
                                 if target.table.get(_STREAM) is not target.entries:
                                     target.current()  # the listener set changed
-                                if target.listeners:
-                                    frame = _new(_ChunkFrame)
-                                    frame.attempt_id = attempt.attempt_id
-                                    frame.revision = revision
-                                    frame.index = attempt.index
-                                    frame.time = now
-                                    frame.chunk = chunk
-                                    frame.__class__ = StreamChunkFrame
-                                    payload = _new(_Payload)
-                                    payload.agent = agent
-                                    payload.frame = frame
-                                    payload.__class__ = AssistantStream
-                                    for listener in target.listeners:
-                                        try:
-                                            result = listener(payload)
-                                        except Exception:
-                                            target.raised()
-                                            continue
-                                        if result is not None:
-                                            target.misfired(listener, result)
+                                if listeners := target.listeners:
+                                    dispatch(
+                                        _STREAM,
+                                        listeners,
+                                        _chunk_payload(
+                                            agent,
+                                            attempt.attempt_id,
+                                            revision,
+                                            attempt.index,
+                                            now,
+                                            chunk,
+                                        ),
+                                    )
                             attempt.index += 1
                             continue
                         chunk = checked(chunk)
@@ -233,24 +189,15 @@ class _Attempt:
     )
 
     def __init__(
-        self,
-        owner: Attempts,
-        agent: Agent,
-        attempt_id: str,
-        turn: int,
-        step: int,
-        request: ModelRequest,
-        revision: int,
-        target: EmitTarget | None,
+        self, owner: Attempts, turn: int, step: int, request: ModelRequest
     ) -> None:
-        """``revision``: the last frame revision of the agent; ``target``: where the
-        attempt's frames go (``None``: nobody listened when it opened)."""
+        agent = owner.agent
         self.owner = owner
         self.agent = agent
         self.turn = turn
         self.step = step
         self.request = request
-        self.attempt_id = attempt_id
+        self.attempt_id = f"{agent.id}:{owner.count}"
         self.records = StreamAccumulator()
         self.assembler = BlockAssembler()
         # The block index whose text deltas continue the open text run, the
@@ -261,15 +208,22 @@ class _Attempt:
         self.texts: list[str] = []
         self.times: list[int] = []
         self.index = 0
-        self.revision = revision
+        self.revision = owner.revision
+        bus = owner.bus
         # Frames are built for this attempt only if someone listened when it opened.
-        self.target = target
-        if target is not None:
-            self._frame(_stream_start(attempt_id, self._next(), turn, step))
+        self.target: EmitTarget | None = None
+        if _STREAM in bus.listened:
+            target = owner.target
+            if target is None:
+                target = owner.target = bus._target(_STREAM, agent)
+            else:
+                target.renew()
+            self.target = target
+            self._frame(_stream_start(self.attempt_id, self._next(), turn, step))
 
     def _next(self) -> int:
         self.revision += 1
-        self.owner.note_revision(self.revision)
+        self.owner.revision = self.revision
         return self.revision
 
     def _frame(
@@ -279,8 +233,8 @@ class _Attempt:
         if target is not None:
             if target.table.get(_STREAM) is not target.entries:
                 target.current()  # the listener set changed
-            if target.listeners:
-                target.emit(_assistant_stream(self.agent, frame))
+            if listeners := target.listeners:
+                dispatch(_STREAM, listeners, _assistant_stream(self.agent, frame))
 
     def show(self, chunk: StreamChunk, now: int) -> None:
         """Emit the chunk frame of ``chunk``, received at ``now``, and count it. Hot
@@ -291,28 +245,14 @@ class _Attempt:
             revision = self.revision = self.revision + 1
             if target.table.get(_STREAM) is not target.entries:
                 target.current()  # the listener set changed
-            if target.listeners:
-                # ``AssistantStream(agent, StreamChunkFrame(...))``, built on the
-                # classes' twins.
-                frame = _new(_ChunkFrame)
-                frame.attempt_id = self.attempt_id
-                frame.revision = revision
-                frame.index = self.index
-                frame.time = now
-                frame.chunk = chunk
-                frame.__class__ = StreamChunkFrame
-                payload = _new(_Payload)
-                payload.agent = self.agent
-                payload.frame = frame
-                payload.__class__ = AssistantStream
-                for listener in target.listeners:  # ``target.emit``, inline
-                    try:
-                        result = listener(payload)
-                    except Exception:
-                        target.raised()
-                        continue
-                    if result is not None:
-                        target.misfired(listener, result)
+            if listeners := target.listeners:
+                dispatch(
+                    _STREAM,
+                    listeners,
+                    _chunk_payload(
+                        self.agent, self.attempt_id, revision, self.index, now, chunk
+                    ),
+                )
         self.index += 1
 
     def take(self, chunk: StreamChunk) -> bool:
@@ -390,13 +330,13 @@ class _Attempt:
         """
         session = self.agent.session
         if message is None:
-            return session._append_trusted(
+            return session.append_trusted(
                 "assistant/attempt",
                 AssistantAttemptData(
                     turn=self.turn, step=self.step, stream=self.records.records()
                 ),
             )
-        return session._append_trusted(
+        return session.append_trusted(
             "assistant/message",
             _message_data(
                 self.turn,
@@ -426,6 +366,9 @@ _message_data = builder(AssistantMessageData)
 _committed = builder(Committed)
 _stream_start = builder(StreamStartFrame)
 _stream_end = builder(StreamEndFrame)
+# ``AssistantStream(agent, StreamChunkFrame(attempt_id, revision, index, time,
+# chunk))``, in one call: the payload of every chunk's live frame.
+_chunk_payload = builder(AssistantStream, nested={"frame": StreamChunkFrame})
 _assistant_stream = builder(AssistantStream)
 
 

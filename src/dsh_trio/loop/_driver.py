@@ -256,7 +256,7 @@ class TurnDriver:
         else:
             reason = turn_ends if turn_ends is not None else _COMPLETED
         try:
-            self._session._append_trusted("turn/end", _turn_end(turn, reason))
+            self._session.append_trusted("turn/end", _turn_end(turn, reason))
         except Exception as exc:
             self.report_error(turn, self._step, exc)
             return False
@@ -312,7 +312,7 @@ class TurnDriver:
         Returns how the step ends the turn, or ``None`` when the turn goes on.
         """
         session = self._session
-        session._append_trusted("step/start", _step_start(turn, step))
+        session.append_trusted("step/start", _step_start(turn, step))
         self._step = step
         calls: list[ToolCallBlock] = []
         mark = 0  # the seq from which this step's tool events are appended
@@ -362,7 +362,7 @@ class TurnDriver:
                 )
             raise
         finally:
-            session._append_trusted("step/end", _step_end(turn, step))
+            session.append_trusted("step/end", _step_end(turn, step))
 
     async def _retry_requested(
         self,

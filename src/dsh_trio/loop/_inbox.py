@@ -278,7 +278,7 @@ class Inbox:
         if target is _NEXT_TURN and self._next_turn:
             # ``_mutate(NEXT_TURN, 0, 1, (), discard=False)``, the common claim.
             current = self._next_turn
-            self._session._append_trusted(
+            self._session.append_trusted(
                 "agent/inbox/spliced", _splice(_NEXT_TURN, 0, (), 1, None)
             )
             self._next_turn = current[1:]
@@ -309,14 +309,14 @@ class Inbox:
         inserted = (message,)
         if target is _NEXT_TURN:
             current = self._next_turn
-            self._session._append_trusted(
+            self._session.append_trusted(
                 "agent/inbox/spliced",
                 _splice(target, len(current), inserted, None, None),
             )
             self._next_turn = current + inserted
         else:
             current = self._next_step
-            self._session._append_trusted(
+            self._session.append_trusted(
                 "agent/inbox/spliced",
                 _splice(target, len(current), inserted, None, None),
             )
@@ -389,7 +389,7 @@ class Inbox:
         outcome: Literal["canceled"] | None = (
             "canceled" if discard and delete_count else None
         )
-        self._session._append_trusted(
+        self._session.append_trusted(
             "agent/inbox/spliced",
             _splice(target, start, inserted, delete_count or None, outcome),
         )

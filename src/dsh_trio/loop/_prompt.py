@@ -241,7 +241,7 @@ class SystemPromptProjection:
         if rendered == self._verified:  # the same nodes, already carrying it
             return
         if not nodes:
-            session._append_trusted(
+            session.append_trusted(
                 "system/message",
                 SystemMessageData(
                     turn=turn, step=step, message=_system_message(rendered)
@@ -254,7 +254,7 @@ class SystemPromptProjection:
             data = events[seq].data
             assert isinstance(data, SystemMessageData)
             if _node_text(data.message) != "":
-                session._append_trusted(
+                session.append_trusted(
                     "system/message",
                     SystemMessageData(
                         turn=turn, step=step, message=_system_message("")
@@ -266,7 +266,7 @@ class SystemPromptProjection:
         data = events[head].data
         assert isinstance(data, SystemMessageData)
         if _node_text(data.message) != rendered:
-            session._append_trusted(
+            session.append_trusted(
                 "system/message",
                 SystemMessageData(
                     turn=turn, step=step, message=_system_message(rendered)

@@ -41,11 +41,9 @@ COMPLETED: Final = Completed()  # shared: a frozen value with no fields
 # The default proposal of a step that claimed nothing (shared: a frozen value).
 _ENTER_NOTHING: Final = Enter(())
 
-# ``Enter``'s slots: the default proposal is built from a fresh tuple, which is what
-# the field's converter would give.
-_new = object.__new__
-_set_messages = Enter.__dict__["messages"].__set__
-_set_series = Enter.__dict__["starts_request_series"].__set__
+# The default proposal is built from a fresh tuple, which is what the field's
+# converter would give.
+_enter = builder(Enter, converted=("messages",))
 
 
 class AgentConfigError(DshError, ValueError):
@@ -103,12 +101,7 @@ class StepRequests:
             TypeError: a context rendered something other than a ``str`` or ``None``.
             Exception: whatever a context's ``render`` raised.
         """
-        if claimed:
-            default = _new(Enter)
-            _set_messages(default, tuple(claimed))
-            _set_series(default, False)
-        else:
-            default = _ENTER_NOTHING
+        default = _enter(tuple(claimed), False) if claimed else _ENTER_NOTHING
         if first:
             return self._contexts.propose(default, self._services, self._agent)
         return default
@@ -177,7 +170,7 @@ class StepRequests:
                     ids = set(map(id, claimed))
                 trusted = id(entered) in ids
             if trusted:  # straight from the inbox: validated there
-                session._append_trusted("user/message", entered, surface_op="append")
+                session.append_trusted("user/message", entered, surface_op="append")
             else:  # a pre-step listener supplied it: outside data
                 session.append("user/message", entered, surface_op="append")
 

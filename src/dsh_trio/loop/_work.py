@@ -379,7 +379,7 @@ class AgentWork:
             return None
         turn = phase.turn + 1
         try:
-            self.session._append_trusted("turn/start", _turn_start(turn))
+            self.session.append_trusted("turn/start", _turn_start(turn))
         except Exception as exc:
             self.turn_driver().report_error(phase.turn, 0, exc)
             return None

@@ -24,10 +24,10 @@ from ..values import (
     EventData,
     JsonValue,
     SessionEvent,
+    builder,
     check_json,
     check_json_value,
     checker,
-    twin,
     typed_data,
 )
 from ._stream import expand_stream
@@ -36,15 +36,14 @@ __all__ = [
     "admitted",
     "check_sources",
     "invalid",
+    "new_event",
     "typed_event_data",
 ]
 
 _MAX: Final = MAX_SAFE_INTEGER
 
 
-def _event_twin() -> type[Any]:
-    """The twin of :class:`SessionEvent` (see ``values.twin``): appends build the
-    event on it, field by field, then make it a ``SessionEvent``."""
+def _event_builder() -> Callable[..., SessionEvent]:
     names = tuple(f.name for f in attrs.fields(SessionEvent))
     assert names == (
         "seq",
@@ -55,13 +54,13 @@ def _event_twin() -> type[Any]:
         "source_event_seqs",
         "ignorable",
     ), names
-    mutable = twin(SessionEvent)
-    if mutable is None:  # every append builds on it: checked at import
-        raise TypeError("SessionEvent has no twin (see values.twin)")
-    return mutable
+    return builder(SessionEvent)
 
 
-EventTwin: Final = _event_twin()
+#: ``SessionEvent(seq, time, type, data, surface_op, source_event_seqs, ignorable)``
+#: for an event whose parts the append checked (see ``values.builder``): every append
+#: builds its event with it.
+new_event: Final = _event_builder()
 
 
 _CHECKERS: dict[str, Callable[[Any], None]] = {

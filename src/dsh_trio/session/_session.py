@@ -18,13 +18,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from time import time_ns as _time_ns
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
-from ..errors import (
-    SessionReentrancyError,
-)
+from ..errors import SessionCorruptError, SessionReentrancyError
 from ..values import (
     EVENT_DATA_TYPES,
     MAX_SAFE_INTEGER,
@@ -43,17 +41,13 @@ from ..values import (
     is_known_event_type,
     now_ms,
 )
-from ._admission import (  # appends build events inline, on the event's twin
-    EventTwin,
-    check_sources,
-    invalid,
-    typed_event_data,
-)
+from ._admission import check_sources, invalid, new_event, typed_event_data
 from ._compact import DecodedEvents
 from ._fork import fork_prefix
 from ._headers import new_header, restored_header
 from ._history import DerivedMessages, HistoryFold
-from ._intake import load_events
+from ._intake import intake
+from ._loaded import LoadedLog
 from ._markers import MARKER_TYPES, Markers
 from ._subscription import Subscription, listener_failed
 from ._surface import APPEND, Plan, Surface
@@ -62,8 +56,6 @@ from ._views import SessionEvents
 __all__ = ["Session"]
 
 _logger = logging.getLogger("dsh_trio")
-
-_new = object.__new__
 
 _MAX: Final = MAX_SAFE_INTEGER
 
@@ -183,8 +175,9 @@ class Session:
         )
         session = cls(header=header, clock=clock_fn)
         if seed is not None:
-            load_events(session, seed, "seed")
-            last = session._events[-1] if session._events else None
+            session._load(seed, "seed")
+            events = session.events
+            last = events[-1] if events else None
             if inherited:
                 if last is None or not (
                     last.type == "session/end-seed"
@@ -218,7 +211,7 @@ class Session:
         """
         header = restored_header(header)
         session = cls(header=header, clock=clock if clock is not None else now_ms)
-        load_events(session, events, "log")
+        session._load(events, "log")
         return session
 
     # ------------------------------------------------------------------ reading
@@ -389,7 +382,7 @@ class Session:
         )
         if not (ignorable or type in EVENT_DATA_TYPES or is_known_event_type(type)):
             _warn_undeclared(type)
-        return self._append_trusted(
+        return self.append_trusted(
             type,
             typed,
             surface_op=surface_op,
@@ -397,7 +390,7 @@ class Session:
             ignorable=ignorable,
         )
 
-    def _append_trusted(
+    def append_trusted(
         self,
         type: str,
         typed: EventData | JsonValue,
@@ -406,18 +399,32 @@ class Session:
         source_event_seqs: tuple[int, ...] | None = None,
         ignorable: bool = False,
     ) -> SessionEvent:
-        """``append`` for events the runtime built itself from validated parts.
+        """:meth:`append`, for an event the runtime built itself from validated parts.
 
-        The data's shape is not re-checked (DESIGN: validate outside data once, at
-        the boundary); the surface rules, the clock and the reentrancy guard are.
+        Runtime use only (the agent loop and the tool scheduler write every event of a
+        turn through it; not part of the public API). ``type`` is a non-empty str,
+        ``typed`` the data :meth:`append` would log for it (the typed value of a known
+        type, JSON of an unknown one), ``source_event_seqs`` a checked tuple and
+        ``ignorable`` a bool: the data's shape is not checked again (validate outside
+        data once, at the boundary). The surface rules, the clock and the reentrancy
+        guard are checked, the event is admitted by the rule restored logs follow
+        too (:meth:`_admit`) and the listeners are called as :meth:`append` calls them.
+
+        Example::
+
+            session.append_trusted("step/start", StepStart(turn=1, step=1))
+
+        Raises:
+            InvalidEventError: a surface-rule violation, or a clock that gave no
+                epoch milliseconds.
+            SessionReentrancyError: called while listeners of another append run.
         """
         if self._publishing:
             raise SessionReentrancyError(
                 f'session "{self._id}": append cannot reenter while another '
                 "append is being published"
             )
-        live = self._live
-        seq = self._base + len(live)
+        seq = self._base + len(self._live)
         sources = source_event_seqs
         plan: Plan
         # Hot paths: an off-surface event without surface fields has no plan; an
@@ -437,32 +444,8 @@ class Session:
                 raise invalid(
                     seq, type, f"the clock returned {now!r:.40}, not epoch milliseconds"
                 )
-        # The event, field by field (an append is the hot path of every turn).
-        built: Any = _new(EventTwin)
-        built.seq = seq
-        built.time = now
-        built.type = type
-        built.data = typed
-        built.surface_op = surface_op
-        built.source_event_seqs = sources
-        built.ignorable = ignorable
-        built.__class__ = SessionEvent
-        event: SessionEvent = built
-        # Commit: the log, then the surface or the markers (as ``_intake`` admits).
-        live.append(event)
-        if plan is None:
-            if type in MARKER_TYPES:
-                self._markers.fold(event)
-        else:
-            self._surface.apply(plan, seq)
-            if type == "system/message" or (  # ``prompt_node``, inline
-                type == "user/message"
-                and not (
-                    typed.__class__ is UserMessage
-                    and typed.source.__class__ is UserSource
-                )
-            ):
-                self._prompt_seq = seq
+        event = new_event(seq, now, type, typed, surface_op, sources, ignorable)
+        self._admit(event, plan)
         subs = self._subs
         if subs:  # ``_publish``, inline
             self._publishing = True
@@ -475,6 +458,71 @@ class Session:
             finally:
                 self._publishing = False
         return event
+
+    def _admit(self, event: SessionEvent, plan: Plan) -> None:
+        """The admission rule: commit ``event`` (at ``next_seq``, its surface ``plan``
+        checked) to the log, then to the surface or the markers.
+
+        Every event enters a session here: appended (:meth:`append_trusted`) or taken
+        from a seed or a log (:meth:`_load`). A surface event moves the prompt mark
+        when it is a ``system/message`` or a ``user/message`` whose source is not a
+        :class:`UserSource` (assistant messages, tool results and plain user input
+        never do).
+        """
+        self._live.append(event)
+        type_ = event.type
+        if plan is None:
+            if type_ in MARKER_TYPES:
+                self._markers.fold(event)
+        else:
+            seq = event.seq
+            self._surface.apply(plan, seq)
+            if type_ == "system/message" or (
+                type_ == "user/message"
+                and not (
+                    (data := event.data).__class__ is UserMessage
+                    and data.source.__class__ is UserSource
+                )
+            ):
+                self._prompt_seq = seq
+
+    def _load(self, events: Sequence[SessionEvent], what: str) -> None:
+        """Admit existing events (a seed or a persisted log) into this fresh session
+        without publishing.
+
+        Events a log decoder already checked (a :class:`DecodedEvents`, except its
+        ``unchecked`` positions) skip the second check of their data; a
+        :class:`LoadedLog` was admitted while it was read, so its surface and markers
+        are adopted as they are.
+
+        Raises:
+            SessionCorruptError: the first malformed event (``seq`` names it).
+        """
+        if events.__class__ is LoadedLog and what == "log":
+            self._adopt(events)
+            return
+        unchecked = events.unchecked if isinstance(events, DecodedEvents) else None
+        surface = self._surface
+        for index, event in enumerate(events):
+            checked = unchecked is not None and index not in unchecked
+            event, plan = intake(surface, event, index, what, checked)
+            self._admit(event, plan)
+
+    def _adopt(self, log: LoadedLog) -> None:
+        """Take over a log admitted as it was read (its lines shared, not copied)."""
+        error = log.error
+        if error is not None:
+            raise SessionCorruptError(str(error), seq=error.seq)
+        markers = log.settled_markers()
+        events = log.share()
+        self._events = events
+        self._live = events.values
+        self._base = events.compact_count
+        self._view = SessionEvents(events)
+        self._surface = log.surface.copy(events)
+        self._history = self._surface
+        self._markers = attrs.evolve(markers)
+        self._prompt_seq = self.next_seq - 1  # any adopted event may be one
 
     # ------------------------------------------------------------------ fork
 

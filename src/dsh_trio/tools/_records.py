@@ -65,7 +65,7 @@ def append_call(
     ):
         # Every field is a safe int or a loggable str: the shape check would
         # find nothing.
-        return session._append_trusted(
+        return session.append_trusted(
             "tool/call",
             _tool_call(
                 turn,
@@ -104,7 +104,7 @@ def append_result(
     None, the message id is a fresh one).
     """
     if trusted:
-        session._append_trusted(
+        session.append_trusted(
             "tool/result",
             _tool_result(
                 turn,
