@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -318,3 +319,63 @@ def test_user_message_refuses_a_bad_source_or_id() -> None:
         dsh.user_message("x", source="user")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="id"):
         dsh.user_message("x", id=7)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------- the caller's exception, per agent block
+
+
+def _failing_cleanup() -> None:
+    raise RuntimeError("cleanup failed")
+
+
+async def _block_raises(rt: dsh.Runtime, how: str) -> None:
+    if how == "open":
+        async with rt.agents.open("x", options=OPTIONS) as agent:
+            agent.scope.add_cleanup(_failing_cleanup)
+            raise KeyError("the caller's own error")
+    elif how == "handle":
+        async with await rt.agents.create("x", options=OPTIONS) as handle:
+            handle.agent.scope.add_cleanup(_failing_cleanup)
+            raise KeyError("the caller's own error")
+    else:
+        async with rt.agents.open("x", options=OPTIONS) as agent:
+            agent.followup(dsh.user_message("first"))
+            await agent.when_idle()
+        async with rt.agents.open_resumed("x", options=OPTIONS) as agent:
+            agent.scope.add_cleanup(_failing_cleanup)
+            raise KeyError("the caller's own error")
+
+
+@pytest.mark.parametrize("how", ["open", "open_resumed", "handle"])
+async def test_an_agent_block_never_masks_the_callers_exception(
+    how: str, tmp_path: Path
+) -> None:
+    async with dsh.open_runtime(
+        models={"scripted": ScriptedModel(reply("one"))},
+        persistence=dsh.JsonlPersistence(tmp_path),
+    ) as rt:
+        with pytest.RaisesGroup(KeyError, RuntimeError) as info:
+            await _block_raises(rt, how)
+        matched: list[str] = []
+        try:
+            raise info.value
+        except* KeyError as caught:
+            matched += [str(e) for e in _leaves(caught)]
+        except* RuntimeError as caught:
+            matched += [str(e) for e in _leaves(caught)]
+        assert matched == ['"the caller\'s own error"', "cleanup failed"]
+        assert rt.agents.get("x") is None
+
+
+@pytest.mark.parametrize("how", ["open", "handle"])
+async def test_an_agent_block_that_ends_well_raises_the_failed_disposal_alone(
+    how: str,
+) -> None:
+    async with dsh.open_runtime() as rt:
+        with pytest.raises(RuntimeError, match="cleanup failed"):
+            if how == "open":
+                async with rt.agents.open("x", options=OPTIONS) as agent:
+                    agent.scope.add_cleanup(_failing_cleanup)
+            else:
+                async with await rt.agents.create("x", options=OPTIONS) as handle:
+                    handle.agent.scope.add_cleanup(_failing_cleanup)

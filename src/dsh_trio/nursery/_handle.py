@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..persistence import SessionPersistence as _Persistence, SessionWriter
     from ._registry import AgentRegistry
 
-__all__ = ["AgentHandle", "start_recording"]
+__all__ = ["AgentHandle", "dispose_on_exit", "start_recording"]
 
 
 @attrs.define(eq=False)
@@ -71,9 +71,37 @@ class AgentHandle:
         await trio.lowlevel.checkpoint()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        with trio.CancelScope(shield=True):
-            await self.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
+    async def __aexit__(
+        self, exc_type: object, exc: BaseException | None, tb: object
+    ) -> None:
+        """Dispose the agent; if the block raised and disposal fails too, both are
+        raised together (see :func:`dispose_on_exit`)."""
+        await dispose_on_exit(self, exc)  # noqa: ASYNC102  # dispose_on_exit shields the disposal, which ends once every activity is cancelled
+
+
+async def dispose_on_exit(handle: AgentHandle, exc: BaseException | None) -> None:
+    """Dispose ``handle``'s agent as a block that owns it exits; never mask ``exc``.
+
+    Runs shielded: disposal cancels every activity first, so it ends, and it must end
+    before the block is left. When the block raised ``exc`` and disposal fails too,
+    ``exc`` and the disposal failures are raised together in one
+    :class:`BaseExceptionGroup`, so ``except*`` on either matches (as
+    ``open_runtime`` does); without ``exc`` the disposal failure is raised as is.
+    """
+    with trio.CancelScope(shield=True):
+        try:
+            await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
+        except Exception as failed:
+            if exc is None or isinstance(exc, GeneratorExit):
+                raise
+            failures = (
+                list(failed.exceptions)
+                if isinstance(failed, ExceptionGroup)
+                else [failed]
+            )
+            raise BaseExceptionGroup(  # noqa: ASYNC104  # exc (Cancelled too) is re-raised inside the group
+                "the block raised, and disposing its agent failed", [exc, *failures]
+            ) from None
 
 
 async def start_recording(  # private; a resumed writer may have nothing left to write

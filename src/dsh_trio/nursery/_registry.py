@@ -34,7 +34,7 @@ from ..values import (
     now_ms,
 )
 from ._declared import DeclaredStarts
-from ._handle import AgentHandle, _Disposal, start_recording
+from ._handle import AgentHandle, _Disposal, dispose_on_exit, start_recording
 
 if TYPE_CHECKING:
     from ..composition import DeclaredAgent, Generation, PresetRegistry
@@ -310,25 +310,37 @@ class AgentRegistry:
     async def open(
         self, session_id: str | None = None, **kwargs: Any
     ) -> AsyncIterator[Agent]:
-        """``create(...)`` as an async context manager that disposes the agent on exit."""
+        """``create(...)`` as an async context manager that disposes the agent on exit.
+
+        If the block raises and the disposal fails too, both are raised together in
+        one :class:`BaseExceptionGroup` (``except*`` on either matches).
+        """
         handle = await self.create(session_id, **kwargs)
         try:
             yield handle.agent
-        finally:
-            with trio.CancelScope(shield=True):
-                await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
+        except BaseException as exc:
+            # Disposal failures and the block's exception come out together.
+            await dispose_on_exit(handle, exc)  # noqa: ASYNC102  # dispose_on_exit shields the disposal, which ends once every activity is cancelled
+            raise
+        await dispose_on_exit(handle, None)
 
     @asynccontextmanager
     async def open_resumed(
         self, session_id: str, **kwargs: Any
     ) -> AsyncIterator[Agent]:
-        """``resume(...)`` as an async context manager that disposes the agent on exit."""
+        """``resume(...)`` as an async context manager that disposes the agent on exit.
+
+        If the block raises and the disposal fails too, both are raised together in
+        one :class:`BaseExceptionGroup` (``except*`` on either matches).
+        """
         handle = await self.resume(session_id, **kwargs)
         try:
             yield handle.agent
-        finally:
-            with trio.CancelScope(shield=True):
-                await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
+        except BaseException as exc:
+            # Disposal failures and the block's exception come out together.
+            await dispose_on_exit(handle, exc)  # noqa: ASYNC102  # dispose_on_exit shields the disposal, which ends once every activity is cancelled
+            raise
+        await dispose_on_exit(handle, None)
 
     def _check_free(self, session_id: SessionId, parent: Agent | None) -> None:
         if session_id in self._entries:
