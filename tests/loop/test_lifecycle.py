@@ -256,14 +256,25 @@ async def test_the_callers_exception_is_not_masked_by_a_failed_disposal() -> Non
             handle = await rt.agents.create("x", options=OPTIONS)
             handle.agent.scope.add_cleanup(failing_cleanup)
             raise ValueError("the caller's own error")
+    assert _matched_by_except_star(info.value, ValueError) == [
+        "the caller's own error",
+        "cleanup failed",
+    ]
+
+
+def _matched_by_except_star(
+    group: BaseExceptionGroup[Any], callers: type[Exception]
+) -> list[str]:
+    """What ``except* callers`` and then ``except* RuntimeError`` each catch of
+    ``group``, in that order."""
     matched: list[str] = []
     try:
-        raise info.value
-    except* ValueError as caught:
+        raise group
+    except* callers as caught:
         matched += [str(e) for e in _leaves(caught)]
     except* RuntimeError as caught:
         matched += [str(e) for e in _leaves(caught)]
-    assert matched == ["the caller's own error", "cleanup failed"]
+    return matched
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
@@ -356,14 +367,10 @@ async def test_an_agent_block_never_masks_the_callers_exception(
     ) as rt:
         with pytest.RaisesGroup(KeyError, RuntimeError) as info:
             await _block_raises(rt, how)
-        matched: list[str] = []
-        try:
-            raise info.value
-        except* KeyError as caught:
-            matched += [str(e) for e in _leaves(caught)]
-        except* RuntimeError as caught:
-            matched += [str(e) for e in _leaves(caught)]
-        assert matched == ['"the caller\'s own error"', "cleanup failed"]
+        assert _matched_by_except_star(info.value, KeyError) == [
+            '"the caller\'s own error"',
+            "cleanup failed",
+        ]
         assert rt.agents.get("x") is None
 
 
