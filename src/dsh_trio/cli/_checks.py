@@ -10,20 +10,9 @@ import os
 
 from .._files import regular_or_absent
 from ..errors import UnusableFileError
-from ._config import UsageError
+from ._config import UsageError, first_existing, session_dir_probe
 
 __all__ = ["check_export_root", "check_import_file", "check_sessions_readable"]
-
-
-def _first_existing(path: str) -> str:
-    """``path``, or its nearest ancestor that exists."""
-    probe = path
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    return probe
 
 
 def check_sessions_readable(path: str) -> None:
@@ -35,14 +24,7 @@ def check_sessions_readable(path: str) -> None:
     Raises:
         UsageError: ``path`` is, or is below, something that is not a directory.
     """
-    probe = _first_existing(path)
-    if not os.path.isdir(probe):
-        what = (
-            "is not a directory"
-            if probe == path
-            else f"is below {probe}, which is not a directory"
-        )
-        raise UsageError(f"the session directory {path} {what}")
+    session_dir_probe(path)
 
 
 def check_export_root(path: str) -> None:
@@ -51,7 +33,7 @@ def check_export_root(path: str) -> None:
     Raises:
         UsageError: ``path`` is, or is below, something that is not a directory.
     """
-    probe = _first_existing(os.path.abspath(path))
+    probe = first_existing(os.path.abspath(path))
     if not os.path.isdir(probe):
         raise UsageError(
             f"--to {path}: {probe} is not a directory (name a directory for the JSONL root)"

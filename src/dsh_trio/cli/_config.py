@@ -29,9 +29,11 @@ __all__ = [
     "check_key_variable",
     "check_model_name",
     "check_session_dir",
+    "first_existing",
     "offline_choice",
     "resolve_model",
     "resolve_session_dir",
+    "session_dir_probe",
 ]
 
 #: Where sessions are stored unless ``--session-dir`` or :data:`SESSION_DIR_ENV` says otherwise.
@@ -204,6 +206,34 @@ def resolve_session_dir(flag: str | None, environ: Mapping[str, str]) -> str:
     return os.path.abspath(os.path.expanduser(chosen))
 
 
+def first_existing(path: str) -> str:
+    """``path``, or its nearest ancestor that exists. Blocking ``stat`` calls only."""
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    return probe
+
+
+def session_dir_probe(path: str) -> str:
+    """The nearest existing ancestor of the session directory ``path`` (or ``path``).
+
+    Raises:
+        UsageError: ``path`` is, or is below, something that is not a directory.
+    """
+    probe = first_existing(path)
+    if not os.path.isdir(probe):
+        what = (
+            "is not a directory"
+            if probe == path
+            else f"is below {probe}, which is not a directory"
+        )
+        raise UsageError(f"the session directory {path} {what}")
+    return probe
+
+
 def check_session_dir(path: str) -> None:
     """Check that sessions can be stored under ``path`` (creating nothing).
 
@@ -213,19 +243,7 @@ def check_session_dir(path: str) -> None:
     Raises:
         UsageError: ``path`` cannot hold sessions (the message says why).
     """
-    probe = path
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    if not os.path.isdir(probe):
-        what = (
-            "is not a directory"
-            if probe == path
-            else f"is below {probe}, which is not a directory"
-        )
-        raise UsageError(f"the session directory {path} {what}")
+    probe = session_dir_probe(path)
     if not os.access(probe, os.W_OK | os.X_OK):
         what = "" if probe == path else f" (it would be made in {probe})"
         raise UsageError(
