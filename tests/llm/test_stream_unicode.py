@@ -17,9 +17,7 @@ import httpx
 import pytest
 
 import dsh_trio as dsh
-from dsh_trio import user_message
 from dsh_trio.llm import OpenAICompatibleAdapter, stream_model
-from dsh_trio.llm._types import ModelRequest
 from dsh_trio.testing import ScriptedModel, chunks
 from dsh_trio.values import (
     AssistantMessageData,
@@ -30,7 +28,6 @@ from dsh_trio.values import (
     LlmFailure,
     ReasoningBlock,
     ReasoningDelta,
-    SessionId,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -38,6 +35,8 @@ from dsh_trio.values import (
     ToolCallDelta,
     TurnEnd,
 )
+
+from ..support import make_request
 
 URL = "https://llm.test/v1"
 EMOJI = "\U0001f600"
@@ -62,15 +61,6 @@ DONE = b"data: [DONE]\n\n"
 SPLIT_EMOJI = content("hi \\ud83d") + content("\\ude00 there") + STOP + DONE
 # A lone surrogate escape, valid JSON, invalid Unicode.
 LONE = content("a\\ud800b") + STOP + DONE
-
-
-def make_request() -> ModelRequest:
-    return ModelRequest(
-        provider="p",
-        model="m",
-        messages=(user_message("hello"),),
-        session_id=SessionId("s1"),
-    )
 
 
 def serve(
