@@ -98,7 +98,7 @@ def test_text_deltas_of_one_open_block_settle_as_one_run() -> None:
 
 async def test_a_reply_of_one_closed_block_is_that_block() -> None:
     block = dsh.TextBlock("hello")
-    chunks = [
+    chunks: list[dsh.StreamChunk] = [
         dsh.BlockStart(0, "text"),
         dsh.TextDelta(0, "hello"),
         dsh.BlockEnd(0, block),
