@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextvars
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import trace
@@ -112,6 +112,8 @@ _FINISH_REASONS: Final[dict[str, tuple[str, ...]]] = {
 #: The bucket boundaries the conventions advise for the two histograms.
 _TOKEN_BUCKETS: Final = tuple(float(4**k) for k in range(14))
 _DURATION_BUCKETS: Final = tuple(0.01 * 2**k for k in range(14))
+#: How many routes' metric attributes are kept made.
+_MAX_ROUTES: Final = 256
 
 #: The tool call whose body runs in this task: ``(session id, call id)``. Set as its
 #: ``tool/call`` is appended, in the task that then starts the body, which inherits it;
@@ -164,6 +166,7 @@ class Observer:
         "_content",
         "_duration",
         "_handlers",
+        "_routes",
         "_runtime",
         "_tokens",
         "_tracer",
@@ -188,6 +191,10 @@ class Observer:
             description="GenAI operation duration",
             explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
         )
+        #: The metric attributes of each route seen (see ``_route_attributes``).
+        self._routes: dict[
+            tuple[str, str], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+        ] = {}
         #: The open turns, by session id.
         self._turns: dict[str, _Turn] = {}
         self._handlers: dict[str, Callable[[Session, SessionEvent, int], None]] = {
@@ -270,6 +277,8 @@ class Observer:
     def _parent(self, session: Session) -> Context | None:
         """The context a turn of ``session``'s agent opens in: its owner's span that
         runs it, else ``None`` (the current context)."""
+        if not self._turns:  # no turn open: no owner's span to nest under
+            return None
         agents = self._runtime.agents
         agent = agents.get(session.id)
         owner_id: str | None = None
@@ -441,20 +450,18 @@ class Observer:
             failure = finish.reason.failure
             if failure is None and message is None and kind in ("error", "aborted"):
                 failure = LlmFailure(message="model call failed", code="UNKNOWN")
-        metric: dict[str, Any] = {OPERATION: "chat"}
-        if chat.provider:
-            metric[PROVIDER] = chat.provider
-        if chat.model:
-            metric[REQUEST_MODEL] = chat.model
+        route = self._route_attributes(chat.provider, chat.model)
+        metric = route[0]
         if usage is not None:
             attributes[INPUT_TOKENS] = usage.input_tokens
             attributes[OUTPUT_TOKENS] = usage.output_tokens
             tokens = self._tokens
-            tokens.record(usage.input_tokens, {**metric, TOKEN_TYPE: "input"})
-            tokens.record(usage.output_tokens, {**metric, TOKEN_TYPE: "output"})
+            tokens.record(usage.input_tokens, route[1])
+            tokens.record(usage.output_tokens, route[2])
         if failure is not None:
             code = redact_live_secrets(failure.code)
-            attributes[ERROR_TYPE] = metric[ERROR_TYPE] = code
+            attributes[ERROR_TYPE] = code
+            metric = {**metric, ERROR_TYPE: code}
             span.set_status(
                 Status(StatusCode.ERROR, redact_live_secrets(failure.message))
             )
@@ -462,6 +469,28 @@ class Observer:
             span.set_attributes(attributes)
         span.end(end_time=now)
         self._duration.record((now - chat.start) / 1e9, metric)
+
+    def _route_attributes(
+        self, provider: str, model: str
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The metric attributes of a route: the duration's, the input and output
+        tokens'. Made once per route (the strings are already redacted)."""
+        key = (provider, model)
+        found = self._routes.get(key)
+        if found is None:
+            metric: dict[str, Any] = {OPERATION: "chat"}
+            if provider:
+                metric[PROVIDER] = provider
+            if model:
+                metric[REQUEST_MODEL] = model
+            found = (
+                metric,
+                {**metric, TOKEN_TYPE: "input"},
+                {**metric, TOKEN_TYPE: "output"},
+            )
+            if len(self._routes) < _MAX_ROUTES:
+                self._routes[key] = found
+        return found
 
     # ------------------------------------------------------------------ tools
 
@@ -526,12 +555,12 @@ class Observer:
 
 
 def _finish_and_usage(
-    stream: Iterable[StreamRecord],
+    stream: Sequence[StreamRecord],
 ) -> tuple[Finish | None, Usage | None]:
     """The last ``Finish`` and ``Usage`` chunks a settled attempt's stream recorded."""
     finish: Finish | None = None
     usage: Usage | None = None
-    for record in reversed(tuple(stream)):
+    for record in reversed(stream):
         if record.__class__ is RawChunkRecord:
             assert isinstance(record, RawChunkRecord)
             chunk = record.chunk
