@@ -50,9 +50,7 @@ class Recorder:
 
         self.tracer_provider.add_span_processor(Watch(InMemorySpanExporter()))
 
-    def install(
-        self, runtime: dsh.Runtime, *, include_content: bool = False
-    ) -> Any:
+    def install(self, runtime: dsh.Runtime, *, include_content: bool = False) -> Any:
         return instrument(
             runtime,
             tracer_provider=self.tracer_provider,
@@ -488,18 +486,26 @@ async def test_the_api_key_is_never_recorded(recorder: Recorder) -> None:
 async def test_no_listener_is_left_after_uninstall(recorder: Recorder) -> None:
     async with dsh.open_runtime(models={"scripted": ScriptedModel()}) as runtime:
         bus = runtime.events
-        before = (bus.has_listeners("session/event"), bus.has_listeners("agent/disposed"))
+        before = (
+            bus.has_listeners("session/event"),
+            bus.has_listeners("agent/disposed"),
+        )
         uninstall = recorder.install(runtime)
         assert bus.has_listeners("session/event")
         assert bus.has_listeners("agent/disposed")
         uninstall()
-        after = (bus.has_listeners("session/event"), bus.has_listeners("agent/disposed"))
+        after = (
+            bus.has_listeners("session/event"),
+            bus.has_listeners("agent/disposed"),
+        )
         assert after == before
 
 
 async def test_bad_include_content_is_refused(recorder: Recorder) -> None:
     async with dsh.open_runtime(models={"scripted": ScriptedModel()}) as runtime:
-        with pytest.raises(TypeError, match="include_content=True or include_content=False, got 'yes'"):
+        with pytest.raises(
+            TypeError, match="include_content=True or include_content=False, got 'yes'"
+        ):
             instrument(runtime, include_content="yes")  # type: ignore[arg-type]
 
 

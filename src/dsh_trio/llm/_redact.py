@@ -351,7 +351,8 @@ def redact_live_secrets(text: str) -> str:
 
     Example::
 
-        >>> guard = guard_logs("sk-0123456789abcdef")
+        >>> from dsh_trio.llm._redact import guard_logs, redact_live_secrets
+        >>> guard = guard_logs("sk-0123456789abcdef")  # an adapter with this key lives
         >>> redact_live_secrets("model m-sk-0123456789abcdef")
         'model m-***'
     """

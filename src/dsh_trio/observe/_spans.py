@@ -118,8 +118,8 @@ _MAX_ROUTES: Final = 256
 #: The tool call whose body runs in this task: ``(session id, call id)``. Set as its
 #: ``tool/call`` is appended, in the task that then starts the body, which inherits it;
 #: a child agent's turn started from that body finds its parent's span through it.
-_CURRENT_TOOL: contextvars.ContextVar[tuple[str, str] | None] = (
-    contextvars.ContextVar("dsh_trio.observe.tool", default=None)
+_CURRENT_TOOL: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "dsh_trio.observe.tool", default=None
 )
 
 
@@ -362,9 +362,12 @@ class Observer:
         attempt is made, on a first request or a change)."""
         turn = self._turns.get(session.id)
         data = event.data
-        if turn is not None and turn.chat is not None:
-            if isinstance(data, RequestContextData):
-                self._name_route(turn.chat, data.provider, data.model)
+        if (
+            turn is not None
+            and turn.chat is not None
+            and isinstance(data, RequestContextData)
+        ):
+            self._name_route(turn.chat, data.provider, data.model)
 
     @staticmethod
     def _name_route(chat: _Chat, provider: str, model: str) -> None:
