@@ -227,15 +227,5 @@ def run(ctx: Context) -> list[Row]:
             samples=tuple(samples["alone"]),
             note="the same spans and records made directly, no runtime (other providers)",
         ),
-        Row(
-            workload=NAME,
-            metric="on, SDK, less the SDK alone: ratio / off (CPU)",
-            unit="x",
-            samples=tuple(
-                (s - a) / o
-                for s, a, o in zip(samples["sdk"], samples["alone"], off, strict=True)
-            ),
-            note="what the runtime side of the instrumentation costs",
-        ),
     ]
     return rows
