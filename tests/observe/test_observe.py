@@ -241,36 +241,44 @@ async def test_a_turn_with_a_retried_attempt_and_a_tool_call_gives_the_span_tree
 async def test_a_child_agents_turn_nests_under_the_tool_call_that_ran_it(
     recorder: Recorder,
 ) -> None:
+    # Two calls of one step run at once, each delegating to a child agent: each
+    # child's turn is a child of the call that ran it.
     model = ScriptedModel(
-        tool_calls(("c1", "delegate", '{"task": "t"}')),
-        reply("child answer"),
-        reply("parent answer"),
+        tool_calls(
+            ("c1", "delegate", '{"task": "a"}'), ("c2", "delegate", '{"task": "b"}')
+        ),
+        default=reply("answer"),
     )
-    children: list[str] = []
+    children: dict[str, str] = {}  # call id -> child agent id
 
     async with dsh.open_runtime(models={"scripted": model}) as runtime:
 
-        @dsh.tool
+        @dsh.tool(parallel_safe=True)
         async def delegate(ctx: dsh.ToolContext, task: str) -> str:
             """Hand the task to a child agent."""
             handle = await runtime.agents.create(options=OPTIONS, parent=ctx.agent)
             async with handle:
-                children.append(handle.agent.id)
+                children[ctx.call_id] = handle.agent.id
+                # Both calls are under way before either child starts its turn.
+                await trio.testing.wait_all_tasks_blocked()
                 result = await handle.agent.run(task)
             return result.text
 
         runtime.tools.register(delegate)
         recorder.install(runtime)
         async with runtime.agents.open(options=OPTIONS) as parent:
-            assert (await parent.run("go")).text == "parent answer"
+            assert (await parent.run("go")).text == "answer"
 
     turns = {attrs_of(s)["gen_ai.agent.id"]: s for s in recorder.named("invoke_agent")}
-    (tool,) = recorder.named("execute_tool")
-    (child_id,) = children
-    assert parent_of(turns[child_id]) == span_id(tool)
-    assert parent_of(tool) == span_id(turns[parent.id])
+    tools = {
+        attrs_of(s)["gen_ai.tool.call.id"]: s for s in recorder.named("execute_tool")
+    }
+    assert set(tools) == set(children) == {"c1", "c2"}
+    for call_id, child_id in children.items():
+        assert parent_of(turns[child_id]) == span_id(tools[call_id])
+        assert parent_of(tools[call_id]) == span_id(turns[parent.id])
     assert turns[parent.id].parent is None
-    # One trace for both agents.
+    # One trace for the three agents.
     assert len({s.context.trace_id for s in recorder.spans if s.context}) == 1
     assert recorder.open_spans() == []
 
