@@ -105,7 +105,8 @@ def parent_of(span: ReadableSpan) -> int | None:
 
 def span_id(span: ReadableSpan) -> int:
     assert span.context is not None
-    return span.context.span_id
+    found: int = span.context.span_id
+    return found
 
 
 def everything_recorded(recorder: Recorder) -> str:
