@@ -129,6 +129,7 @@ from .nursery import (
     SessionStore as SessionStore,
     open_runtime as open_runtime,
 )
+from .observe import instrument as instrument
 from .persistence import (
     JsonlPersistence as JsonlPersistence,
     SessionPersistence as SessionPersistence,
@@ -205,6 +206,7 @@ _PUBLIC_MODULES = (
     "dsh_trio.loop",
     "dsh_trio.composition",
     "dsh_trio.nursery",
+    "dsh_trio.observe",
 )
 
 for _public in _PUBLIC_MODULES:

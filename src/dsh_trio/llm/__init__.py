@@ -15,6 +15,10 @@ from ..values import (
 from ._assembler import BlockAssembler as BlockAssembler
 from ._deepseek import check_deepseek_model as check_deepseek_model
 from ._openai import OpenAICompatibleAdapter as OpenAICompatibleAdapter
+
+# The redaction of the live adapters' secrets, for what reports a request outside this
+# package (not part of the public API).
+from ._redact import redact_live_secrets as redact_live_secrets
 from ._registry import ModelRegistry as ModelRegistry, RetryPolicy as RetryPolicy
 from ._runtime import (
     ModelStream as ModelStream,
