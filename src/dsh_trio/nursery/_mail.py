@@ -73,6 +73,7 @@ class _Box:
     lock: trio.Lock = attrs.field(factory=trio.Lock)
     delivered: int = 0  # the highest mail row id applied to the agent
     closing: bool = False  # being passivated: deliver nothing more
+    applied: int = 0  # how many mails were applied (a worker's activity count)
 
 
 @attrs.define(eq=False)
@@ -144,6 +145,7 @@ class MailRoom:
                     settle.append(mail.id)
                 else:
                     applied += 1
+                    box.applied += 1
                     if agent.session.next_seq > before:
                         writer.ack_mail(before, mail.id)
                     else:

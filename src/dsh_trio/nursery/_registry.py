@@ -165,6 +165,17 @@ class AgentRegistry:
         writer = entry.recorder.writer
         return writer if isinstance(writer, PostgresWriter) else None
 
+    def wake(self, session_id: str) -> None:
+        """Start a turn for the pending input of the idle agent ``session_id``.
+
+        Runtime use only: a worker activating a resumed session whose inbox still
+        holds messages (a resumed agent starts no turn by itself). Does nothing
+        for an agent that is not live or not idle. Synchronous.
+        """
+        entry = self._entries.get(SessionId(session_id))
+        if entry is not None and entry.published and entry.agent.inbox.has_pending:
+            entry.work.wake()
+
     def published_handle(self, session_id: SessionId) -> AgentHandle | None:
         """The handle of ``session_id`` once its creation completed, else ``None``.
 

@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
@@ -25,7 +25,15 @@ from ..loop import AgentServices, SystemPrompt, TurnResult, user_message
 from ..persistence import SessionPersistence
 from ..session import Session
 from ..tools import Tool, ToolRegistry
-from ..values import CancelCause, SessionId, UserCancel, UserMessage, to_json
+from ..values import (
+    AgentOptions,
+    CancelCause,
+    SessionId,
+    UserCancel,
+    UserMessage,
+    to_json,
+)
+from ._fleet import serve
 from ._mail import MailRoom, encode_cancel, pg_store
 from ._registry import AgentRegistry
 from ._retry import install_retry_listener
@@ -227,6 +235,65 @@ class Runtime:
             composition=CompositionSections(self.presets),
         )
         self.agents = AgentRegistry(self._services, persistence, self.presets, sessions)
+
+    async def serve(
+        self,
+        *,
+        options: AgentOptions | None = None,
+        max_active: int = 1000,
+        passivate_after_s: float = 300.0,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> NoReturn:
+        """Serve the sessions of the PostgreSQL store as one worker of a fleet; runs until cancelled.
+
+        Claims sessions with mail whose lease is free or expired (the oldest mail
+        first; workers claiming at once get different sessions), activates each
+        (``agents.resume``, which closes a turn a dead worker left open, or
+        ``agents.create(session_id, options=options)`` for a session not stored
+        yet) and emits ``agent/activated``; delivers its mail and lets its turns
+        run. A claimed turn that a crash cut off before it recorded its message is
+        queued again, and input still pending in a resumed inbox starts its turn.
+        An agent idle for ``passivate_after_s`` seconds with nothing pending is
+        flushed and disposed, which releases its lease, and ``agent/passivated``
+        is emitted; its next mail activates it again, on whichever worker claims
+        it. At most ``max_active`` agents are activated by this call at once
+        (agents the application created itself are not counted, and they receive
+        their mail too). ``task_status.started()`` is called once the worker
+        listens for mail. When cancelled, the agents it activated stay live until
+        the runtime closes (which disposes them).
+
+        Example::
+
+            store = PostgresPersistence("postgresql:///agents")
+            async with dsh.open_runtime(persistence=store, models=models) as runtime:
+                await runtime.serve(options=dsh.AgentOptions(provider="p", model="m"))
+
+        Raises:
+            PersistenceNotConfiguredError: the store is not the PostgreSQL one.
+            ValueError: ``max_active`` is not a positive int, or
+                ``passivate_after_s`` is negative or not a number.
+        """
+        room = self.sessions._mail("runtime.serve()")
+        given: object = max_active
+        if not isinstance(given, int) or isinstance(given, bool) or max_active < 1:
+            raise ValueError(f"max_active must be a positive int, got {max_active!r}")
+        after: object = passivate_after_s
+        if (
+            not isinstance(after, (int, float))
+            or isinstance(after, bool)
+            or not passivate_after_s >= 0
+        ):
+            raise ValueError(
+                f"passivate_after_s must be a number >= 0, got {passivate_after_s!r}"
+            )
+        await serve(
+            self,
+            room,
+            options=options,
+            max_active=max_active,
+            passivate_after_s=float(passivate_after_s),
+            task_status=task_status,
+        )
 
     def _scope_parent(self, scope: object) -> object | None:
         """An event scope's parent: an agent's owner, else its preset generation."""
