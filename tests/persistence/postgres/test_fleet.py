@@ -83,7 +83,15 @@ async def test_first_mail_creates_the_session_and_idle_agents_passivate_and_reac
     stores: Stores,
 ) -> None:
     sender_store = stores()
-    log: list[tuple[str, str]] = []
+    passivated = trio.Event()
+
+    class Log(list[tuple[str, str]]):
+        def append(self, item: tuple[str, str]) -> None:
+            super().append(item)
+            if item[0] == "agent/passivated":
+                passivated.set()
+
+    log = Log()
     async with dsh.open_runtime(persistence=sender_store) as sender:
         async with _worker(
             stores(), ScriptedModel(reply("one")), log, passivate_after_s=0
@@ -91,8 +99,8 @@ async def test_first_mail_creates_the_session_and_idle_agents_passivate_and_reac
             mid = await sender.sessions.followup("new-1", "hello")
             result = await sender.sessions.wait("new-1", mid)
             assert result.text == "one"
-            while ("agent/passivated", "new-1") not in log:
-                await trio.sleep(0.01)
+            if ("agent/passivated", "new-1") not in log:
+                await passivated.wait()
         assert log == [("agent/activated", "new-1"), ("agent/passivated", "new-1")]
         # Passivated: the lease is free at once (no wait for an expiry).
         writer, _ = await stores().open("new-1")

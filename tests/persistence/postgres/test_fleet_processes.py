@@ -91,8 +91,10 @@ def test_three_workers_two_hundred_sessions_two_thousand_mails_one_killed(
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "dsh_trio.cli", "worker", "--store", uri]
-            + ["--passivate-after", "2"],
+            [
+                *(sys.executable, "-m", "dsh_trio.cli", "worker", "--store", uri),
+                *("--passivate-after", "2"),
+            ],
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,
