@@ -101,8 +101,10 @@ class SessionStore:
         As :meth:`followup`, delivered with ``agent.steer``.
 
         Raises:
-            PersistenceNotConfiguredError, InvalidSessionIdError, TypeError,
-                ConnectionError: as :meth:`followup`.
+            PersistenceNotConfiguredError: as :meth:`followup`.
+            InvalidSessionIdError: as :meth:`followup`.
+            TypeError: as :meth:`followup`.
+            ConnectionError: as :meth:`followup`.
         """
         return await self._post(session_id, message, "steer")
 
@@ -125,8 +127,10 @@ class SessionStore:
             await runtime.sessions.cancel("support-42", dsh.HookCancel("timeout"))
 
         Raises:
-            PersistenceNotConfiguredError, InvalidSessionIdError, ConnectionError:
-                as :meth:`followup`.
+            PersistenceNotConfiguredError: as :meth:`followup`.
+            InvalidSessionIdError: as :meth:`followup`.
+            TypeError: ``cause`` is not a :class:`CancelCause`.
+            ConnectionError: as :meth:`followup`.
         """
         room = self._mail("runtime.sessions.cancel()")
         chosen = UserCancel() if cause is None else cause
