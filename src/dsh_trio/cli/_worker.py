@@ -143,7 +143,7 @@ def run_worker(args: argparse.Namespace) -> int:
     return trio.run(serve)
 
 
-async def _serve(
+async def _serve(  # noqa: ASYNC114  # started with nursery.start only here
     runtime: Any,
     options: AgentOptions,
     args: argparse.Namespace,

@@ -41,7 +41,7 @@ logger = logging.getLogger("dsh_trio")
 _CLAIM_BATCH = 64
 
 
-async def serve(
+async def serve(  # noqa: ASYNC128  # _Fleet.run calls task_status.started()
     runtime: Runtime,
     room: MailRoom,
     *,
@@ -78,7 +78,9 @@ class _Fleet:
     queued: set[str] = attrs.field(factory=set)  # deliveries started, not yet begun
     nursery: trio.Nursery | None = None
 
-    async def run(self, task_status: trio.TaskStatus[None]) -> None:
+    async def run(  # noqa: ASYNC114  # started through Runtime.serve only
+        self, task_status: trio.TaskStatus[None]
+    ) -> None:
         unsubscribe = self.store.subscribe(self._heard)
         try:
             async with trio.open_nursery() as nursery:
@@ -107,7 +109,7 @@ class _Fleet:
         self.queued.add(session_id)
         self.nursery.start_soon(self._deliver, session_id)
 
-    async def _deliver(self, session_id: str) -> None:
+    async def _deliver(self, session_id: str) -> None:  # noqa: ASYNC910  # private: a task of its own, or the tail of _activate
         self.queued.discard(session_id)
         try:
             await self.room.deliver(session_id)
@@ -116,7 +118,7 @@ class _Fleet:
                 'session "%s": delivering its mail failed: %s', session_id, exc
             )
 
-    async def _round(self) -> None:
+    async def _round(self) -> None:  # noqa: ASYNC910  # private: its caller waits a poll period after it
         """Deliver to live sessions with mail, then claim sessions while there is room."""
         live = [agent.id for agent in self.runtime.agents.list()]
         try:
@@ -130,7 +132,7 @@ class _Fleet:
             )
         except Exception as exc:  # the next round retries
             logger.warning("claiming sessions with mail failed: %s", exc)
-            return
+            return  # noqa: ASYNC910  # private: its caller waits a poll period after it
         assert self.nursery is not None
         for sid, stored in claimed:
             self.activating += 1
@@ -200,7 +202,7 @@ class _Fleet:
                 del self.active[session_id]
             self.wake.set()  # its mail (and room for others) wait for a claim
 
-    async def _passivate(self, session_id: str, handle: AgentHandle) -> None:
+    async def _passivate(self, session_id: str, handle: AgentHandle) -> None:  # noqa: ASYNC910  # private: dispose() always waits
         agent = handle.agent
         try:
             await agent.flush()

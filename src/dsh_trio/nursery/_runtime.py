@@ -240,7 +240,7 @@ class Runtime:
         )
         self.agents = AgentRegistry(self._services, persistence, self.presets, sessions)
 
-    async def serve(
+    async def serve(  # noqa: ASYNC128  # the fleet's loop calls task_status.started()
         self,
         *,
         options: AgentOptions | None = None,
