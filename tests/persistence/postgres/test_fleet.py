@@ -7,7 +7,7 @@ store: its own owner row, heartbeat and ``LISTEN`` connection.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import pytest
@@ -27,6 +27,7 @@ from dsh_trio.values import (
     InboxSplice,
     InboxTarget,
     Interrupted,
+    SessionEvent,
     TurnStart,
 )
 
@@ -58,11 +59,10 @@ async def _worker(
         nursery.cancel_scope.cancel()
 
 
-def _claims(events: object, message_id: str) -> int:
+def _claims(events: Sequence[SessionEvent], message_id: str) -> int:
     return sum(
-        1
-        for e in events  # type: ignore[attr-defined]
-        if e.type == "user/message" and getattr(e.data, "id", None) == message_id
+        e.type == "user/message" and getattr(e.data, "id", None) == message_id
+        for e in events
     )
 
 
@@ -151,7 +151,7 @@ async def test_cancel_by_mail_reaches_a_running_turn_on_another_worker(
             with pytest.raises(TurnFailedError) as info:
                 await sender.sessions.wait("c1", mid)
         assert info.value.result.reason == Aborted(HookCancel("stop now"))
-        _, events = await sender.persistence.read("c1")  # type: ignore[union-attr]
+        _, events = await sender.persistence.read("c1")
         ends = [e.data.reason for e in events if e.type == "turn/end"]
         assert ends == [Aborted(HookCancel("stop now"))]
 

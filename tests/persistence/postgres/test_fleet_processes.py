@@ -20,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import IO
 
 import pytest
 import trio
@@ -77,10 +78,11 @@ SENDER = textwrap.dedent(
 )
 
 
-def _readline(stream: object, timeout: float = 120) -> str:
+def _readline(stream: IO[str] | None, timeout: float = 120) -> str:
+    assert stream is not None
     ready, _, _ = select.select([stream], [], [], timeout)
     assert ready, f"a child process said nothing within {timeout} s"
-    return stream.readline().strip()  # type: ignore[attr-defined, no-any-return]
+    return stream.readline().strip()
 
 
 def test_three_workers_two_hundred_sessions_two_thousand_mails_one_killed(
@@ -181,7 +183,8 @@ async def _check(dsn: str, sent: list[list[str]]) -> None:
                     turn, open_turn = e.data.turn, True
                 elif e.type == "turn/end":
                     assert open_turn and e.data.turn == turn, sid
-                    assert e.data.reason in (Completed(), Interrupted()), sid
+                    reason: object = e.data.reason
+                    assert reason in (Completed(), Interrupted()), sid
                     open_turn = False
             assert not open_turn, f"{sid}: turn {turn} never ended"
         rows = await store._pool.run(
