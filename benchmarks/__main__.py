@@ -53,6 +53,11 @@ WORKLOADS: tuple[tuple[str, str, str], ...] = (
     ("P1", "p1_jsonl", "JSONL appends per durability; load+resume of 100,000 events"),
     ("P1-pg", "pg_store", "the same on PostgreSQL (durability turn/always/none)"),
     (
+        "Fleet",
+        "fleet",
+        "mail -> claimed latency and mails/s with 1 and 3 worker processes on PostgreSQL",
+    ),
+    (
         "P2",
         "p2_resume",
         "resume of a 500,000-event log; list 1,000 logs of 1 MB; 100k load+resume per JSON parser",
