@@ -323,6 +323,7 @@ class TurnDriver:
             rendered = render_prompt(services, agent)
             tools = services.tools.schemas(agent)
             entering: Enter | None = decision  # on the step's first attempt only
+            retry = False
             while True:
                 if services.bus.has_listeners("agent/request"):
                     config = await self._requested(turn, step, signal)
@@ -333,11 +334,14 @@ class TurnDriver:
                 )
                 entering = None
                 await trio.lowlevel.checkpoint_if_cancelled()
-                outcome = await self._attempts.run(turn, step, request, signal)
+                outcome = await self._attempts.run(
+                    turn, step, request, signal, retry
+                )
                 if outcome is None:  # cancelled, prefix settled; the turn sees why
                     return None
                 if isinstance(outcome, LlmFailure):
                     if await self._retry_requested(turn, step, config, outcome, signal):
+                        retry = True
                         continue
                     raise LlmError(outcome)
                 message, finish = outcome
