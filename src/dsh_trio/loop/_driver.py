@@ -121,9 +121,10 @@ class TurnDriver:
     agent opened. The per-agent request state (system-prompt projection, logged
     header, replace generation, attempt numbering) lives here.
 
-    Hot path: every coroutine frame on the driver's stack is resumed once per streamed
-    chunk, so the stack stays ``run_turn`` -> ``_run_step`` -> ``Attempts.run``; helpers
-    that run while a stream is open are synchronous.
+    Every coroutine frame on the driver's stack is resumed once per streamed chunk, so
+    the stack stays ``run_turn`` -> ``_run_step`` -> ``Attempts.run`` (-> the fast lane's
+    ``read``, ``loop/_lane.py``); helpers that run while a stream is open are
+    synchronous.
     """
 
     __slots__ = (
