@@ -125,9 +125,7 @@ _UNUSUAL = (
 @st.composite
 def entries(draw: st.DrawFn) -> Script:
     kind = draw(
-        st.sampled_from(
-            ("reply", "reply", "reply", "tools", "fail", "max", "unusual")
-        )
+        st.sampled_from(("reply", "reply", "reply", "tools", "fail", "max", "unusual"))
     )
     if kind == "reply":
         return reply(
@@ -202,11 +200,7 @@ def _normal(value: Any, ids: dict[str, str]) -> Any:
     """``value`` (decoded JSON) with every time zeroed and every uuid numbered."""
     if isinstance(value, dict):
         return {
-            k: 0
-            if k in _TIME_KEYS
-            else [0] * len(v)
-            if k == "dt"
-            else _normal(v, ids)
+            k: 0 if k in _TIME_KEYS else [0] * len(v) if k == "dt" else _normal(v, ids)
             for k, v in value.items()
         }
     if isinstance(value, list):
@@ -398,7 +392,10 @@ COMMON = Scenario(
 @example(Scenario(turns=((_UNUSUAL[0], fail("SERVER"), _UNUSUAL[1]),)))
 @example(
     Scenario(
-        turns=((reply("abcdefgh"),),), listeners=("record",), cancel_after=4, shielded=True
+        turns=((reply("abcdefgh"),),),
+        listeners=("record",),
+        cancel_after=4,
+        shielded=True,
     )
 )
 def test_the_lane_writes_shows_and_calls_what_the_general_path_does(
@@ -431,7 +428,9 @@ def test_a_lane_that_shows_one_frame_differently_is_caught(
     build = _lane._chunk_payload
     made = 0
 
-    def one_frame_off(agent: Any, attempt: str, revision: int, index: int, *rest: Any) -> Any:
+    def one_frame_off(
+        agent: Any, attempt: str, revision: int, index: int, *rest: Any
+    ) -> Any:
         nonlocal made
         made += 1
         return build(agent, attempt, revision + (made == 3), index, *rest)

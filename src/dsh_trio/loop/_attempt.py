@@ -30,7 +30,7 @@ from ..values import (
     builder,
 )
 from ._ids import new_message_id
-from ._lane import END, LaneEnd, admits, read
+from ._lane import LaneEnd, admits, read
 from ._payloads import AssistantStream
 
 if TYPE_CHECKING:
@@ -101,13 +101,19 @@ class Attempts:
         stream = ModelStream(self.models.get(request.provider), request)
         try:
             try:
-                chunk: StreamChunk | LaneEnd | None = None
+                handed: StreamChunk | None = None  # by the lane, to take first
+                done = False
                 if admits(self.bus, retry):
-                    chunk = await read(attempt, stream, signal)
-                # Until cancelled (``cancelled``, without the call), or the lane
-                # read everything there was.
-                while chunk is not END and signal.cause is None:
-                    if chunk is None:
+                    found = await read(attempt, stream, signal)
+                    done = isinstance(found, LaneEnd)
+                    handed = None if isinstance(found, LaneEnd) else found
+                # Until cancelled (``cancelled``, without the call). The cause is read
+                # into a name so that the type checker does not narrow the attribute:
+                # the listeners of a frame may cancel, and the check below sees it.
+                while not done and (_cause := signal.cause) is None:
+                    if handed is not None:
+                        chunk, handed = handed, None
+                    else:
                         try:
                             chunk = await stream.next()
                         except StopAsyncIteration:
@@ -118,10 +124,8 @@ class Attempts:
                             chunk = stream.checked(chunk)
                     if signal.cause is not None:
                         break  # a chunk that arrives after the abort is not kept
-                    assert not isinstance(chunk, LaneEnd)
                     if attempt.take(chunk):
                         break  # nothing after the finish is read
-                    chunk = None
             finally:
                 await stream.aclose()
             if signal.cause is None:

@@ -335,9 +335,7 @@ class TurnDriver:
                 )
                 entering = None
                 await trio.lowlevel.checkpoint_if_cancelled()
-                outcome = await self._attempts.run(
-                    turn, step, request, signal, retry
-                )
+                outcome = await self._attempts.run(turn, step, request, signal, retry)
                 if outcome is None:  # cancelled, prefix settled; the turn sees why
                     return None
                 if isinstance(outcome, LlmFailure):

@@ -33,7 +33,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 from ..events import StreamChunkFrame, dispatch
-from ..values import BlockEnd, BlockStart, Finish, StreamChunk, TextDelta, Usage, builder
+from ..values import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    StreamChunk,
+    TextDelta,
+    Usage,
+    builder,
+)
 from ._payloads import AssistantStream
 
 if TYPE_CHECKING:
@@ -43,7 +51,16 @@ if TYPE_CHECKING:
     from ._attempt import _Attempt
     from ._signal import CancelSignal
 
-__all__ = ["END", "LANE", "LaneEnd", "LaneSwitch", "TURN_HOOKS", "admits", "general_path", "read"]
+__all__ = [
+    "END",
+    "LANE",
+    "LaneEnd",
+    "LaneSwitch",
+    "TURN_HOOKS",
+    "admits",
+    "general_path",
+    "read",
+]
 
 #: The hooks whose listeners can change a common turn: with any of them listened
 #: to, no attempt takes the lane. ``agent/request-error`` is not one of them (the
@@ -149,12 +166,13 @@ async def read(
             try:
                 chunk = await next_chunk()
             except StopAsyncIteration:
-                return END
-            except Exception as exc:  # the adapter failed: the general path's
-                return stream.failed(exc)
+                return END  # noqa: ASYNC910  # the caller checkpoints
+            except Exception as exc:
+                # The adapter failed: its finish is the general path's to take.
+                return stream.failed(exc)  # noqa: ASYNC910  # the caller checkpoints
             cls = chunk.__class__
             if (
-                cls is TextDelta
+                chunk.__class__ is TextDelta
                 and chunk.index is run_index
                 and (text := chunk.text).__class__ is str
                 and text.isascii()
@@ -165,7 +183,8 @@ async def read(
                 # the open block's parts, and ASCII text is never repaired. Nothing
                 # reads either before ``_flush``.
                 if signal.cause is not None:
-                    return END  # a chunk that arrives after the abort is not kept
+                    # A chunk that arrives after the abort is not kept.
+                    return END  # noqa: ASYNC910  # the caller checkpoints
                 now = _time_ns() // 1_000_000
                 times.append(now)
                 texts.append(text)
@@ -185,13 +204,15 @@ async def read(
                 continue
             chunk = checked(chunk)
             if cls not in _ORDINARY:
-                return chunk  # unusual: the general path takes it from here
+                # Unusual: the general path takes it, and the rest, from here.
+                return chunk  # noqa: ASYNC910  # the caller checkpoints
             if signal.cause is not None:
-                return END
+                return END  # noqa: ASYNC910  # the caller checkpoints
             if texts:
                 _flush(records, parts, times, texts)
             if take(chunk):
-                return END  # nothing after the finish is read
+                # Nothing after the finish is read.
+                return END  # noqa: ASYNC910  # the caller checkpoints
             run_index = _NO_RUN
             if cls is TextDelta:  # may the next deltas continue its run?
                 index = records.text_run()
@@ -199,7 +220,7 @@ async def read(
                     open_parts = assembler.open_text(index)
                     if open_parts is not None:
                         run_index, parts = index, open_parts
-        return END
+        return END  # noqa: ASYNC910  # the caller checkpoints
     finally:
         if texts:
             _flush(records, parts, times, texts)
