@@ -27,10 +27,10 @@ from ..values import (
     ModelSource,
     SessionEvent,
     StreamChunk,
-    TextDelta,
     builder,
 )
 from ._ids import new_message_id
+from ._lane import LaneEnd, admits, read
 from ._payloads import AssistantStream
 
 if TYPE_CHECKING:
@@ -44,8 +44,6 @@ __all__ = ["Attempts"]
 
 _STREAM = "agent/assistant-stream"
 _time_ns = time.time_ns
-#: No chunk's index is this object: no text delta takes the fast path of ``take``.
-_NO_RUN: object = object()
 
 
 class Attempts:
@@ -71,7 +69,12 @@ class Attempts:
         self.target: EmitTarget | None = None
 
     async def run(
-        self, turn: int, step: int, request: ModelRequest, signal: CancelSignal
+        self,
+        turn: int,
+        step: int,
+        request: ModelRequest,
+        signal: CancelSignal,
+        retry: bool = False,
     ) -> tuple[AssistantMessage, FinishReason] | LlmFailure | None:
         """Stream one model attempt and settle it durably (exactly one event).
 
@@ -87,65 +90,41 @@ class Attempts:
         ``Cancelled`` while the turn itself was not cancelled (its owner's), is
         raised.
 
-        Hot path: the adapter's chunks are read here directly (no wrapper generator),
-        so each chunk resumes one frame fewer; :class:`ModelStream` applies the rules
-        of :func:`~dsh_trio.llm.stream_model`. An ASCII text delta that continues the
-        open text run (the common chunk) is kept and shown here; any other chunk goes
-        through :meth:`_Attempt.take`.
+        The adapter's chunks are read here through :class:`ModelStream`, which
+        applies the rules of :func:`~dsh_trio.llm.stream_model`. The common attempt
+        (not a ``retry``, see :func:`~._lane.admits`) is read by the fast lane
+        (``_lane.read``) until anything unusual happens; the rest, and every other
+        attempt, is read here chunk by chunk.
         """
         self.count += 1
         attempt = _Attempt(self, turn, step, request)
         stream = ModelStream(self.models.get(request.provider), request)
-        next_chunk, checked, take = stream.next, stream.checked, attempt.take
-        times, texts, target = attempt.times, attempt.texts, attempt.target
-        agent = self.agent
         try:
             try:
+                handed: StreamChunk | None = None  # by the lane, to take first
+                done = False
+                if admits(self.bus, retry):
+                    found = await read(attempt, stream, signal)
+                    done = isinstance(found, LaneEnd)
+                    handed = None if isinstance(found, LaneEnd) else found
                 # Until cancelled (``cancelled``, without the call). The cause is read
                 # into a name so that the type checker does not narrow the attribute:
-                # the listeners called below may cancel, and the later checks see it.
-                while (_cause := signal.cause) is None:
-                    try:
-                        chunk = await next_chunk()
-                    except StopAsyncIteration:
-                        break
-                    except Exception as exc:  # the adapter failed: a terminal finish
-                        chunk = stream.failed(exc)
+                # the listeners of a frame may cancel, and the check below sees it.
+                while not done and (_cause := signal.cause) is None:
+                    if handed is not None:
+                        chunk, handed = handed, None
                     else:
-                        if (
-                            chunk.__class__ is TextDelta
-                            and chunk.index is attempt.text_index
-                            and (text := chunk.text).__class__ is str
-                            and text.isascii()  # no repair needed
-                        ):
-                            if signal.cause is not None:  # ``cancelled``, no call
-                                break
-                            now = _time_ns() // 1_000_000
-                            times.append(now)
-                            texts.append(text)
-                            if target is not None:  # ``attempt.show``, inline
-                                revision = attempt.revision = attempt.revision + 1
-                                if target.table.get(_STREAM) is not target.entries:
-                                    target.current()  # the listener set changed
-                                if listeners := target.listeners:
-                                    dispatch(
-                                        _STREAM,
-                                        listeners,
-                                        _chunk_payload(
-                                            agent,
-                                            attempt.attempt_id,
-                                            revision,
-                                            attempt.index,
-                                            now,
-                                            chunk,
-                                        ),
-                                    )
-                            attempt.index += 1
-                            continue
-                        chunk = checked(chunk)
+                        try:
+                            chunk = await stream.next()
+                        except StopAsyncIteration:
+                            break
+                        except Exception as exc:  # the adapter failed: a finish
+                            chunk = stream.failed(exc)
+                        else:
+                            chunk = stream.checked(chunk)
                     if signal.cause is not None:
                         break  # a chunk that arrives after the abort is not kept
-                    if take(chunk):
+                    if attempt.take(chunk):
                         break  # nothing after the finish is read
             finally:
                 await stream.aclose()
@@ -181,10 +160,6 @@ class _Attempt:
         "revision",
         "step",
         "target",
-        "text_index",
-        "text_parts",
-        "texts",
-        "times",
         "turn",
     )
 
@@ -200,13 +175,6 @@ class _Attempt:
         self.attempt_id = f"{agent.id}:{owner.count}"
         self.records = StreamAccumulator()
         self.assembler = BlockAssembler()
-        # The block index whose text deltas continue the open text run, the
-        # assembler's parts of that block (set with the index), and the texts of
-        # such deltas not yet recorded, with their receive times (see ``take``).
-        self.text_index: object = _NO_RUN
-        self.text_parts: list[str]
-        self.texts: list[str] = []
-        self.times: list[int] = []
         self.index = 0
         self.revision = owner.revision
         bus = owner.bus
@@ -229,6 +197,7 @@ class _Attempt:
     def _frame(
         self, frame: StreamStartFrame | StreamChunkFrame | StreamEndFrame
     ) -> None:
+        """Emit ``frame`` to the listeners of ``agent/assistant-stream`` admitted now."""
         target = self.target
         if target is not None:
             if target.table.get(_STREAM) is not target.entries:
@@ -237,64 +206,30 @@ class _Attempt:
                 dispatch(_STREAM, listeners, _assistant_stream(self.agent, frame))
 
     def show(self, chunk: StreamChunk, now: int) -> None:
-        """Emit the chunk frame of ``chunk``, received at ``now``, and count it. Hot
-        path."""
+        """Emit the chunk frame of ``chunk``, received at ``now``, and count it."""
         target = self.target
         if target is not None:
             # The agent's revision count is written back with the end frame.
-            revision = self.revision = self.revision + 1
-            if target.table.get(_STREAM) is not target.entries:
-                target.current()  # the listener set changed
-            if listeners := target.listeners:
-                dispatch(
-                    _STREAM,
-                    listeners,
-                    _chunk_payload(
-                        self.agent, self.attempt_id, revision, self.index, now, chunk
-                    ),
-                )
+            self.revision += 1
+            self._frame(
+                _stream_chunk(self.attempt_id, self.revision, self.index, now, chunk)
+            )
         self.index += 1
 
     def take(self, chunk: StreamChunk) -> bool:
-        """Record, assemble and show a chunk other than a text delta that continues
-        the open text run; True for the finish.
-
-        Notes whether the next text delta may continue the open text run: its text
-        is then kept in :attr:`texts` (received at :attr:`times`) until
-        :meth:`flush` records and assembles it.
-        """
+        """Record, assemble and show ``chunk``; True for the finish."""
         now = _time_ns() // 1_000_000
-        if self.texts:
-            self.flush()
         self.records.push(chunk, now)
         self.assembler.push(chunk)
-        self.text_index = _NO_RUN
-        if chunk.__class__ is TextDelta:
-            index = self.records.text_run()
-            if index is not None:
-                parts = self.assembler.open_text(index)
-                if parts is not None:
-                    self.text_index = index
-                    self.text_parts = parts
         self.show(chunk, now)
         # The record accepts only the exact chunk classes, so no subclass gets here.
         return chunk.__class__ is Finish
-
-    def flush(self) -> None:
-        """Record and assemble the text deltas kept since the last flush."""
-        texts = self.texts
-        if texts:
-            self.records.extend_text_run(self.times, texts)
-            self.text_parts += texts
-            self.times.clear()
-            texts.clear()
 
     def abandon(self, exc: BaseException | None, signal: CancelSignal) -> None:
         """Settle an attempt ``exc`` ended, or (``None``) one ``signal`` cancelled
         without an exception (its visible prefix, if cancelled)."""
         settled: SessionEvent | None = None
         try:
-            self.flush()
             settled = self._settle(
                 _prefix(self.request, self.assembler, exc, signal), True
             )
@@ -305,7 +240,6 @@ class _Attempt:
         """Settle an attempt that streamed to its end: the failure it reported, or
         its reply; then its end frame."""
         settled: SessionEvent | None = None
-        self.flush()
         assembler = self.assembler
         finish = assembler.finish
         try:
@@ -366,9 +300,7 @@ _message_data = builder(AssistantMessageData)
 _committed = builder(Committed)
 _stream_start = builder(StreamStartFrame)
 _stream_end = builder(StreamEndFrame)
-# ``AssistantStream(agent, StreamChunkFrame(attempt_id, revision, index, time,
-# chunk))``, in one call: the payload of every chunk's live frame.
-_chunk_payload = builder(AssistantStream, nested={"frame": StreamChunkFrame})
+_stream_chunk = builder(StreamChunkFrame)
 _assistant_stream = builder(AssistantStream)
 
 

@@ -121,9 +121,10 @@ class TurnDriver:
     agent opened. The per-agent request state (system-prompt projection, logged
     header, replace generation, attempt numbering) lives here.
 
-    Hot path: every coroutine frame on the driver's stack is resumed once per streamed
-    chunk, so the stack stays ``run_turn`` -> ``_run_step`` -> ``Attempts.run``; helpers
-    that run while a stream is open are synchronous.
+    Every coroutine frame on the driver's stack is resumed once per streamed chunk, so
+    the stack stays ``run_turn`` -> ``_run_step`` -> ``Attempts.run`` (-> the fast lane's
+    ``read``, ``loop/_lane.py``); helpers that run while a stream is open are
+    synchronous.
     """
 
     __slots__ = (
@@ -323,6 +324,7 @@ class TurnDriver:
             rendered = render_prompt(services, agent)
             tools = services.tools.schemas(agent)
             entering: Enter | None = decision  # on the step's first attempt only
+            retry = False
             while True:
                 if services.bus.has_listeners("agent/request"):
                     config = await self._requested(turn, step, signal)
@@ -333,11 +335,12 @@ class TurnDriver:
                 )
                 entering = None
                 await trio.lowlevel.checkpoint_if_cancelled()
-                outcome = await self._attempts.run(turn, step, request, signal)
+                outcome = await self._attempts.run(turn, step, request, signal, retry)
                 if outcome is None:  # cancelled, prefix settled; the turn sees why
                     return None
                 if isinstance(outcome, LlmFailure):
                     if await self._retry_requested(turn, step, config, outcome, signal):
+                        retry = True
                         continue
                     raise LlmError(outcome)
                 message, finish = outcome

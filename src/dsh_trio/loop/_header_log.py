@@ -26,7 +26,7 @@ def header_event(
 
         header_event(None, False, config, (), False).reason  # "initial"
     """
-    if (  # hot path: the logged header is this request's (no header to build)
+    if (  # the logged header is this request's: nothing to build or compare
         header_logged
         and not series
         and persisted is not None

@@ -276,13 +276,7 @@ class Inbox:
         if n:
             batch.extend(self._mutate(InboxTarget.NEXT_STEP, 0, n, (), discard=False))
         if target is _NEXT_TURN and self._next_turn:
-            # ``_mutate(NEXT_TURN, 0, 1, (), discard=False)``, the common claim.
-            current = self._next_turn
-            self._session.append_trusted(
-                "agent/inbox/spliced", _splice(_NEXT_TURN, 0, (), 1, None)
-            )
-            self._next_turn = current[1:]
-            batch.append(current[0])
+            batch.extend(self._mutate(_NEXT_TURN, 0, 1, (), discard=False))
         claimed = self._notify.claimed
         for message in batch:
             claimed(message, turn)

@@ -108,14 +108,9 @@ class StepRequests:
 
     def seed(self) -> CallConfig:
         """The config the ``agent/request`` waterfall starts from."""
-        persisted = self._session.request_header()
-        if (
-            self._header_logged
-            and persisted is not None
-            and persisted.adapter_defaults is None
-        ):
-            return persisted.config  # ``request_seed``'s outcome, without the call
-        return request_seed(self._agent.options, persisted, self._header_logged)
+        return request_seed(
+            self._agent.options, self._session.request_header(), self._header_logged
+        )
 
     def next_request(
         self,

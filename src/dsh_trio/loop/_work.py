@@ -334,7 +334,7 @@ class AgentWork:
             return
         await recorder.flush()
 
-    async def wait_written(self) -> None:  # noqa: ASYNC910  # hot path: no persistence, nothing to wait for
+    async def wait_written(self) -> None:  # noqa: ASYNC910  # with no recorder there is nothing to wait for
         """Wait until the turn's events so far are written (before its ``turn/end``).
 
         A turn reports no success on a log that is not written.
