@@ -32,6 +32,7 @@ from .composition import (
     install_model_selection as install_model_selection,
     load_preset as load_preset,
 )
+from . import mcp as mcp
 from .errors import (
     AgentBusyError as AgentBusyError,
     AgentCancelled as AgentCancelled,
@@ -44,6 +45,7 @@ from .errors import (
     InvalidSessionIdError as InvalidSessionIdError,
     InvalidSpliceError as InvalidSpliceError,
     LlmError as LlmError,
+    McpError as McpError,
     NoInitiatorError as NoInitiatorError,
     PersistenceError as PersistenceError,
     PersistenceNotConfiguredError as PersistenceNotConfiguredError,
@@ -205,6 +207,7 @@ _PUBLIC_MODULES = (
     "dsh_trio.loop",
     "dsh_trio.composition",
     "dsh_trio.nursery",
+    "dsh_trio.mcp",
 )
 
 for _public in _PUBLIC_MODULES:

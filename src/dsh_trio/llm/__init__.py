@@ -15,6 +15,11 @@ from ..values import (
 from ._assembler import BlockAssembler as BlockAssembler
 from ._deepseek import check_deepseek_model as check_deepseek_model
 from ._openai import OpenAICompatibleAdapter as OpenAICompatibleAdapter
+from ._redact import (
+    redact_all as redact_all,
+    repair_unicode as repair_unicode,
+    shown_url as shown_url,
+)
 from ._registry import ModelRegistry as ModelRegistry, RetryPolicy as RetryPolicy
 from ._runtime import (
     ModelStream as ModelStream,
@@ -43,4 +48,7 @@ __all__ = [
     "error_chain",
     "OpenAICompatibleAdapter",
     "check_deepseek_model",
+    "redact_all",
+    "shown_url",
+    "repair_unicode",
 ]
