@@ -110,6 +110,7 @@ def serve_http() -> None:
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
+    listener.listen()  # connections wait in the backlog until uvicorn serves
     print(listener.getsockname()[1], flush=True)
     config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
     uvicorn.Server(config).run(sockets=[listener])

@@ -20,7 +20,7 @@ import httpx2
 import mcp_types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp_types import CONNECTION_CLOSED
 
 from ..errors import McpError, ToolDefinitionError
@@ -51,9 +51,43 @@ def stdio_client(
     return Client(params, cache=None)
 
 
+class _AnsweredTransport(httpx2.AsyncBaseTransport):
+    """An HTTP transport whose failed ``POST`` exchanges are answered, not raised.
+
+    The SDK's streamable-HTTP client runs each request's ``POST`` in a task of the
+    connection's task group: a ``POST`` that gets no response at all (the server
+    died, the connection was refused or reset) would raise there, end the
+    connection's task group and cancel the whole ``open_http`` block. Here such a
+    failure becomes a ``502`` response carrying a JSON-RPC "connection closed"
+    error saying what happened, which the SDK hands to the request's caller: the
+    call fails, nothing else does.
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx2.TransportError as exc:
+            if request.method != "POST":
+                raise
+            error = {"code": CONNECTION_CLOSED, "message": describe(exc)}
+            body = {"jsonrpc": "2.0", "id": None, "error": error}
+            return httpx2.Response(502, json=body, request=request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 def http_client(headers: Mapping[str, str] | None) -> httpx2.AsyncClient:
-    """The HTTP client of a streamable-HTTP connection (an async context manager)."""
-    return create_mcp_http_client(headers=dict(headers) if headers else None)
+    """The HTTP client of a streamable-HTTP connection: the SDK's timeouts, ``headers``
+    on every request, and failed exchanges answered (see :class:`_AnsweredTransport`)."""
+    return httpx2.AsyncClient(
+        headers=dict(headers) if headers else None,
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        transport=_AnsweredTransport(httpx2.AsyncHTTPTransport()),
+    )
 
 
 def http_transport(url: str, client: httpx2.AsyncClient) -> Client:
@@ -191,8 +225,10 @@ class Connection:
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 raise McpError(
-                    f"{where}: the connection closed before the call ended "
-                    "(the server may have exited)",
+                    self.clean(
+                        f"{where}: the connection closed before the call ended "
+                        f"(the server may have exited): {exc.message}"
+                    ),
                     code="MCP_DISCONNECTED",
                 ) from None
             raise McpError(
