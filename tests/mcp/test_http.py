@@ -119,10 +119,11 @@ async def test_a_server_that_dies_mid_call_gives_an_error_result(url: str) -> No
     crash, add = results
     # No response at all to the call's request: an error result, the block goes on.
     assert crash.is_error and crash.code == "MCP_DISCONNECTED"
-    assert crash.text.endswith(
+    # (Whether the server had begun its response when it died decides the rest.)
+    assert (
         "tool 'crash': the connection closed before the call ended (the server may "
-        "have exited): RemoteProtocolError: Server disconnected without sending a response."
-    )
+        "have exited): " in crash.text
+    ), crash.text
     # Later calls cannot connect: the same, at once.
     assert add.is_error and add.code == "MCP_DISCONNECTED"
     assert "ConnectError" in add.text
