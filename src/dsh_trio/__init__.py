@@ -20,6 +20,7 @@ Example::
     trio.run(main)
 """
 
+from . import mcp as mcp
 from ._metadata import fixup_module_metadata as _fixup_module_metadata
 from .composition import (
     DefaultModel as DefaultModel,
@@ -32,7 +33,6 @@ from .composition import (
     install_model_selection as install_model_selection,
     load_preset as load_preset,
 )
-from . import mcp as mcp
 from .errors import (
     AgentBusyError as AgentBusyError,
     AgentCancelled as AgentCancelled,

@@ -48,7 +48,9 @@ async def test_a_turn_over_http_calls_tools_cancels_one_and_goes_on(url: str) ->
     model = ScriptedModel(
         tool_calls(("c1", "h_add", '{"a": 2, "b": 3}')),
         tool_calls(("c2", "h_slow", json.dumps({"port": port}))),
-        tool_calls(("c3", "h_was_cancelled", "{}"), ("c4", "h_add", '{"a": 1, "b": 1}')),
+        tool_calls(
+            ("c3", "h_was_cancelled", "{}"), ("c4", "h_add", '{"a": 1, "b": 1}')
+        ),
         reply("done"),
     )
     with trio.fail_after(HANG_GUARD):
@@ -63,7 +65,9 @@ async def test_a_turn_over_http_calls_tools_cancels_one_and_goes_on(url: str) ->
                     first: list[dsh.TurnResult] = []
 
                     async def run_first() -> None:
-                        first.append(await agent.run(dsh.user_message("go"), check=False))
+                        first.append(
+                            await agent.run(dsh.user_message("go"), check=False)
+                        )
 
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(run_first)
@@ -124,9 +128,8 @@ async def test_a_server_that_dies_mid_call_gives_an_error_result(url: str) -> No
         "tool 'crash': the connection closed before the call ended (the server may "
         "have exited): " in crash.text
     ), crash.text
-    # Later calls cannot connect: the same, at once.
+    # Later calls find no server (a reset or refused connection): the same, at once.
     assert add.is_error and add.code == "MCP_DISCONNECTED"
-    assert "ConnectError" in add.text
 
 
 async def test_a_server_that_cannot_be_reached_is_an_mcp_error() -> None:
@@ -134,7 +137,9 @@ async def test_a_server_that_cannot_be_reached_is_an_mcp_error() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with trio.fail_after(HANG_GUARD):
-        with pytest.raises(dsh.McpError, match="could not be started or reached") as info:
+        with pytest.raises(
+            dsh.McpError, match="could not be started or reached"
+        ) as info:
             async with dsh.mcp.open_http(
                 f"http://me:pw-0123456789@127.0.0.1:{port}/mcp", headers=HEADERS
             ):
@@ -149,9 +154,21 @@ async def test_a_server_that_cannot_be_reached_is_an_mcp_error() -> None:
     ("kwargs", "error", "match"),
     [
         ({"url": b"http://x"}, TypeError, "url must be a str"),
-        ({"url": "ftp://me:secret@x/"}, ValueError, r"http:// or https://, got 'ftp://me:\*\*\*@x/'"),
-        ({"url": "http://x", "headers": {"A": 1}}, TypeError, "headers must map str to str"),
-        ({"url": "http://x", "headers": [("A", "b")]}, TypeError, "headers must be a mapping"),
+        (
+            {"url": "ftp://me:secret@x/"},
+            ValueError,
+            r"http:// or https://, got 'ftp://me:\*\*\*@x/'",
+        ),
+        (
+            {"url": "http://x", "headers": {"A": 1}},
+            TypeError,
+            "headers must map str to str",
+        ),
+        (
+            {"url": "http://x", "headers": [("A", "b")]},
+            TypeError,
+            "headers must be a mapping",
+        ),
     ],
 )
 async def test_bad_arguments_are_refused_before_any_request(

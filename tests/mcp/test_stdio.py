@@ -23,7 +23,9 @@ from .conftest import COMMAND, OPTIONS, process_is_gone, receive_line, tool_resu
 HANG_GUARD = 120
 
 
-async def test_the_tools_are_listed_with_the_servers_names_schemas_and_descriptions() -> None:
+async def test_the_tools_are_listed_with_the_servers_names_schemas_and_descriptions() -> (
+    None
+):
     with trio.fail_after(HANG_GUARD):
         async with dsh.mcp.open_stdio(COMMAND, prefix="t_") as server:
             tools = {tool.name: tool for tool in server.tools}
@@ -71,7 +73,9 @@ async def test_a_turn_calls_a_server_tool_and_gets_its_result() -> None:
         ("c1", "5", False),
         ("c2", "[image: image/png]", False),
     ]
-    (add,) = [t for t in model.requests[0].tools if t["name"] == "add"]  # type: ignore[index]
+    (add,) = [
+        t for t in model.requests[0].tools if isinstance(t, dict) and t["name"] == "add"
+    ]
     assert add == {
         "name": "add",
         "description": "Add two integers.",
@@ -79,7 +83,9 @@ async def test_a_turn_calls_a_server_tool_and_gets_its_result() -> None:
     }
 
 
-async def test_cancelling_the_turn_cancels_the_call_and_the_server_stays_usable() -> None:
+async def test_cancelling_the_turn_cancels_the_call_and_the_server_stays_usable() -> (
+    None
+):
     listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
     port = listener.socket.getsockname()[1]
     model = ScriptedModel(
@@ -96,7 +102,9 @@ async def test_cancelling_the_turn_cancels_the_call_and_the_server_stays_usable(
                     first: list[dsh.TurnResult] = []
 
                     async def run_first() -> None:
-                        first.append(await agent.run(dsh.user_message("go"), check=False))
+                        first.append(
+                            await agent.run(dsh.user_message("go"), check=False)
+                        )
 
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(run_first)
@@ -156,7 +164,9 @@ async def test_server_errors_are_error_results_and_the_turn_goes_on() -> None:
     assert nope.code == "UNKNOWN_TOOL"
 
 
-async def test_a_server_that_dies_mid_call_gives_an_error_result_not_a_hung_turn() -> None:
+async def test_a_server_that_dies_mid_call_gives_an_error_result_not_a_hung_turn() -> (
+    None
+):
     model = ScriptedModel(
         tool_calls(("c1", "pid", "{}")),
         tool_calls(("c2", "crash", "{}")),
@@ -235,7 +245,9 @@ async def test_a_server_that_cannot_start_is_an_mcp_error() -> None:
 
 async def test_a_prefixed_name_the_models_cannot_take_is_refused() -> None:
     with trio.fail_after(HANG_GUARD):
-        with pytest.raises(dsh.ToolDefinitionError, match="the server lists it as 'add'"):
+        with pytest.raises(
+            dsh.ToolDefinitionError, match="the server lists it as 'add'"
+        ):
             async with dsh.mcp.open_stdio(COMMAND, prefix="bad prefix "):
                 raise AssertionError("not reached")
 

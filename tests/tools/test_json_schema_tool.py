@@ -59,8 +59,18 @@ async def test_the_schema_reaches_the_model_and_the_body_gets_the_object() -> No
     ("name", "parameters", "fn", "match"),
     [
         ("bad name", SCHEMA, lookup, "1-64 letters"),
-        ("t", ["not", "an", "object"], lookup, "parameters must be a JSON schema object"),
-        ("t", {"type": "object", "default": float("nan")}, lookup, r"parameters\.default"),
+        (
+            "t",
+            ["not", "an", "object"],
+            lookup,
+            "parameters must be a JSON schema object",
+        ),
+        (
+            "t",
+            {"type": "object", "default": float("nan")},
+            lookup,
+            r"parameters\.default",
+        ),
         ("t", SCHEMA, lambda ctx, arguments: None, "async def"),
     ],
 )

@@ -12,12 +12,14 @@ through :meth:`Connection.clean`: the connection's header values are redacted.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Final
 
 import httpx2
 import mcp_types
+import trio
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
@@ -46,7 +48,7 @@ def stdio_client(
         command=command[0],
         args=list(command[1:]),
         env=dict(env) if env is not None else None,
-        cwd=cwd,
+        cwd=os.fspath(cwd) if cwd is not None else None,
     )
     return Client(params, cache=None)
 
@@ -74,7 +76,8 @@ class _AnsweredTransport(httpx2.AsyncBaseTransport):
                 raise
             error = {"code": CONNECTION_CLOSED, "message": describe(exc)}
             body = {"jsonrpc": "2.0", "id": None, "error": error}
-            return httpx2.Response(502, json=body, request=request)
+        await trio.lowlevel.checkpoint()
+        return httpx2.Response(502, json=body, request=request)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -112,8 +115,11 @@ def describe(exc: BaseException) -> str:
     return "; ".join(parts)
 
 
-def _text(block: mcp_types.ContentBlock) -> str:
-    """A content block as text: text as is, anything else described in brackets."""
+def _text(block: object) -> str:
+    """A content block as text: text as is, anything else described in brackets.
+
+    Typed ``object``: a kind of block a later SDK adds is described by its type.
+    """
     if isinstance(block, mcp_types.TextContent):
         return block.text
     if isinstance(block, mcp_types.ImageContent):
@@ -143,6 +149,10 @@ class Connection:
         self.secrets = secrets
         self.closed = False
 
+    def ended(self) -> bool:
+        """Whether the server's block has ended (read afresh after an ``await``)."""
+        return self.closed
+
     def clean(self, text: str) -> str:
         """``text`` safe to show: valid Unicode, the connection's secrets redacted."""
         return redact_all(repair_unicode(text), self.secrets)
@@ -164,7 +174,9 @@ class Connection:
                     return listed
         except Exception as exc:
             raise McpError(
-                self.clean(f"MCP server {self.label}: listing its tools failed: {describe(exc)}"),
+                self.clean(
+                    f"MCP server {self.label}: listing its tools failed: {describe(exc)}"
+                ),
                 code="MCP_ERROR",
             ) from None
         raise McpError(
@@ -172,7 +184,9 @@ class Connection:
             code="MCP_ERROR",
         )
 
-    def make_tools(self, listed: Sequence[mcp_types.Tool], prefix: str) -> tuple[Tool, ...]:
+    def make_tools(
+        self, listed: Sequence[mcp_types.Tool], prefix: str
+    ) -> tuple[Tool, ...]:
         """The listed tools as dsh_trio tools named ``prefix + name``.
 
         Raises:
@@ -236,7 +250,7 @@ class Connection:
                 code="MCP_ERROR",
             ) from None
         except Exception as exc:
-            code = "MCP_CLOSED" if self.closed else "MCP_ERROR"
+            code = "MCP_CLOSED" if self.ended() else "MCP_ERROR"
             raise McpError(self.clean(f"{where}: {describe(exc)}"), code=code) from None
         return self._result(result)
 
@@ -252,4 +266,3 @@ class Connection:
             tuple(TextBlock(text) for text in texts) or (TextBlock(""),),
             is_error=result.is_error,
         )
-

@@ -107,12 +107,13 @@ async def _serve(
                 raise
             finally:
                 connection.closed = True
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: ASYNC103  # re-raised, or out of its groups below
         if not connected and isinstance(exc, Exception):
-            text = f"MCP server {label} could not be started or reached: {describe(exc)}"
-            raise McpError(
-                redact_all(repair_unicode(text), secrets), code="MCP_UNAVAILABLE"
-            ) from None
+            text = (
+                f"MCP server {label} could not be started or reached: {describe(exc)}"
+            )
+            safe = redact_all(repair_unicode(text), secrets)
+            raise McpError(safe, code="MCP_UNAVAILABLE") from None  # noqa: ASYNC104  # an Exception: no Cancelled
         if not _wraps_only(exc, inner):
             raise
     if inner is not None:
@@ -142,7 +143,9 @@ def _check_strings(what: str, value: object) -> dict[str, str] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise TypeError(f"{what} must be a mapping of str to str, got {type(value).__name__}")
+        raise TypeError(
+            f"{what} must be a mapping of str to str, got {type(value).__name__}"
+        )
     for key, item in value.items():
         if not isinstance(key, str) or not isinstance(item, str):
             raise TypeError(

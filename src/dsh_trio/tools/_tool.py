@@ -247,7 +247,7 @@ class Tool:
                 ``async def`` function, or ``description`` is not text.
         """
         label = f"tool {name!r}"
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
+        if not _is_name(name):
             raise ToolDefinitionError(
                 f"{label}: the name must be 1-64 letters, digits, '_' or '-'"
             )
@@ -435,6 +435,11 @@ def _compile_signature(
         )
     spec = ArgumentsSpec(tuple(fields))
     return spec, takes_context
+
+
+def _is_name(name: object) -> bool:
+    """Whether ``name`` is a tool name: 1-64 letters, digits, ``_`` or ``-``."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 
 def _is_context(annotation: object) -> bool:
