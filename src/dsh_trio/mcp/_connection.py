@@ -22,7 +22,6 @@ import mcp_types
 import trio
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp_types import CONNECTION_CLOSED
 
 from ..errors import McpError, ToolDefinitionError
@@ -30,15 +29,25 @@ from ..llm import redact_all, repair_unicode
 from ..tools import Tool, ToolContext, ToolResult
 from ..values import JsonValue, TextBlock
 
-__all__ = ["Connection", "http_client", "http_transport", "stdio_client", "describe"]
+__all__ = [
+    "Connection",
+    "client_for_command",
+    "client_for_url",
+    "describe",
+    "http_client",
+]
 
 #: The most pages of a tool list read before the server is taken to be looping.
 PAGE_CAP: Final = 1000
 #: The longest text of an exception an error message quotes.
 _QUOTE: Final = 1000
+#: The timeouts of an HTTP connection (seconds), the SDK's: a response may take
+#: long to start (a tool at work), and an event stream may idle.
+_HTTP_TIMEOUT: Final = 30.0
+_HTTP_READ_TIMEOUT: Final = 300.0
 
 
-def stdio_client(
+def client_for_command(
     command: Sequence[str],
     env: Mapping[str, str] | None,
     cwd: str | PathLike[str] | None,
@@ -88,12 +97,12 @@ def http_client(headers: Mapping[str, str] | None) -> httpx2.AsyncClient:
     on every request, and failed exchanges answered (see :class:`_AnsweredTransport`)."""
     return httpx2.AsyncClient(
         headers=dict(headers) if headers else None,
-        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT),
         transport=_AnsweredTransport(httpx2.AsyncHTTPTransport()),
     )
 
 
-def http_transport(url: str, client: httpx2.AsyncClient) -> Client:
+def client_for_url(url: str, client: httpx2.AsyncClient) -> Client:
     """A client that speaks MCP to ``url`` over streamable HTTP, through ``client``."""
     return Client(streamable_http_client(url, http_client=client), cache=None)
 

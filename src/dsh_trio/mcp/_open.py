@@ -227,9 +227,9 @@ async def open_stdio(
     if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
         raise TypeError(f"open_stdio: cwd must be a path, got {type(cwd).__name__}")
     _require_sdk()
-    from ._connection import stdio_client
+    from ._connection import client_for_command
 
-    client = stdio_client(argv, environment, cwd)
+    client = client_for_command(argv, environment, cwd)
     async with _serve(client, _stdio_label(argv), (), prefix) as server:
         yield server
 
@@ -304,8 +304,8 @@ async def open_http(
     secrets = _secrets(url, fields)
     label = repr(shown_url(url, None))
     _require_sdk()
-    from ._connection import http_client, http_transport
+    from ._connection import client_for_url, http_client
 
     async with http_client(fields) as http:
-        async with _serve(http_transport(url, http), label, secrets, prefix) as server:
+        async with _serve(client_for_url(url, http), label, secrets, prefix) as server:
             yield server
