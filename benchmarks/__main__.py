@@ -36,6 +36,11 @@ WORKLOADS: tuple[tuple[str, str, str], ...] = (
         "w1_skeleton",
         "a live turn next to the bare shape the contract fixes (task, scope, adapter)",
     ),
+    (
+        "W1-otel",
+        "w1_otel",
+        "W1 with dsh_trio.observe off, on with the no-op API, on with the SDK",
+    ),
     ("W2", "w2_tools", "one tool call then a final answer per turn"),
     ("W3", "w3_concurrent", "100 agents x 10 follow-up turns, concurrently"),
     ("W4", "w4_memory", "bytes and tasks per idle agent, 1,000 idle agents"),
@@ -47,6 +52,11 @@ WORKLOADS: tuple[tuple[str, str, str], ...] = (
     ),
     ("P1", "p1_jsonl", "JSONL appends per durability; load+resume of 100,000 events"),
     ("P1-pg", "pg_store", "the same on PostgreSQL (durability turn/always/none)"),
+    (
+        "Fleet",
+        "fleet",
+        "mail -> claimed latency and mails/s with 1 and 3 worker processes on PostgreSQL",
+    ),
     (
         "P2",
         "p2_resume",

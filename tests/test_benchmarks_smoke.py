@@ -18,9 +18,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Workloads that must run everywhere; the others may be skipped with a reason
-#: (W2 without tools, P1 without its module, Peers without the ``bench`` extra).
+#: (W2 without tools, P1 without its module, Peers without the ``bench`` extra, W1-otel
+#: without the ``otel`` extra).
 ALWAYS = ("W1", "W1-growth", "W1-shape", "W1-skeleton", "W3", "W4", "W5", "P2", "S1")
-MAY_SKIP = ("W2", "Ir", "P1", "P1-pg", "Peers")
+MAY_SKIP = ("W1-otel", "W2", "Ir", "P1", "P1-pg", "Fleet", "Peers")
 
 
 @pytest.fixture(scope="module")

@@ -80,6 +80,7 @@ API: dict[str, tuple[str, tuple[str, ...]]] = {
             "ModelSelection", "install_model_selection",
         ),
     ),
+    "13 observability": ("dsh_trio.observe", ("instrument",)),
     "12 errors": (
         "dsh_trio.errors",
         (

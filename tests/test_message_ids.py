@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -50,3 +51,27 @@ def test_each_id_is_the_uuid4_of_its_sixteen_random_bytes(
     ones = b"\xff" * (16 * _ids._BATCH)
     monkeypatch.setattr(_ids, "_urandom", lambda n: ones[:n])
     assert set(_ids._made()) == {"ffffffff-ffff-4fff-bfff-ffffffffffff"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_forked_child_does_not_repeat_its_parents_ids() -> None:
+    """Ids come from a pool read ahead; a forked child starts without the parent's
+    (else its first id would be the parent's next one)."""
+    dsh.new_message_id()
+    if not _ids._unused:  # that id emptied the pool: the next one refills it
+        dsh.new_message_id()
+    assert _ids._unused  # the pool holds ids the parent will hand out
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            os.write(write, dsh.new_message_id().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child_id = pipe.read()
+    os.waitpid(pid, 0)
+    parents = [dsh.new_message_id() for _ in range(_ids._BATCH)]
+    assert child_id not in parents

@@ -131,6 +131,7 @@ from .nursery import (
     SessionStore as SessionStore,
     open_runtime as open_runtime,
 )
+from .observe import instrument as instrument
 from .persistence import (
     JsonlPersistence as JsonlPersistence,
     SessionPersistence as SessionPersistence,
@@ -207,6 +208,7 @@ _PUBLIC_MODULES = (
     "dsh_trio.loop",
     "dsh_trio.composition",
     "dsh_trio.nursery",
+    "dsh_trio.observe",
     "dsh_trio.mcp",
 )
 

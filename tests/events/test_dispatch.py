@@ -5,16 +5,16 @@ bus, an emit target, a model attempt's live frames) reports through it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import pytest
-import trio
 
 import dsh_trio as dsh
 from dsh_trio.events import AssistantStream, EventBus, dispatch
-from dsh_trio.llm import ModelRequest
+
+from ..support import ChunkAdapter
 
 NAME = "agent/assistant-stream"
 RAISED = 'listener of event "{}" raised'
@@ -110,21 +110,6 @@ def test_the_bus_and_an_emit_target_report_as_dispatch_does(
     assert [p.n for p in heard if isinstance(p, Payload)] == [0, 1, 2]
 
 
-class Adapter:
-    """Streams the given chunks, a checkpoint before each."""
-
-    def __init__(self, chunks: tuple[dsh.StreamChunk, ...]) -> None:
-        self.chunks = chunks
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[dsh.StreamChunk]:
-        async def gen() -> AsyncIterator[dsh.StreamChunk]:
-            for chunk in self.chunks:
-                await trio.lowlevel.checkpoint()
-                yield chunk
-
-        return gen()
-
-
 async def test_every_live_frame_of_an_attempt_reports_through_dispatch(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -137,7 +122,7 @@ async def test_every_live_frame_of_an_attempt_reports_through_dispatch(
         dsh.Finish(dsh.FinishReason("stop")),
     )
     heard: list[object] = []
-    async with dsh.open_runtime(models={"p": Adapter(chunks)}) as runtime:
+    async with dsh.open_runtime(models={"p": ChunkAdapter(chunks)}) as runtime:
         handle = await runtime.agents.create(
             options=dsh.AgentOptions(provider="p", model="m")
         )

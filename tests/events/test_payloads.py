@@ -15,6 +15,8 @@ from dsh_trio.values import (
 EXPECTED_FIELDS = {
     "AgentCreated": ("agent", "source", "signal"),
     "AgentDisposed": ("agent",),
+    "AgentActivated": ("agent",),
+    "AgentPassivated": ("agent",),
     "AgentStatusChanged": ("agent", "status"),
     "AgentErrorEvent": ("agent", "turn", "step", "error", "phase"),
     "InboxInserted": ("agent", "message"),
@@ -78,7 +80,7 @@ def test_frames_are_values() -> None:
 
 
 def test_event_names() -> None:
-    assert len(set(events.EVENT_NAMES)) == len(events.EVENT_NAMES) == 13
+    assert len(set(events.EVENT_NAMES)) == len(events.EVENT_NAMES) == 15
     assert "agent/assistant-stream" in events.EVENT_NAMES
     assert "session/event" in events.EVENT_NAMES
 

@@ -9,6 +9,7 @@ retired model names are refused before anything is sent; a 400 about a missing
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,11 @@ from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.llm import OpenAICompatibleAdapter, check_deepseek_model
 from dsh_trio.llm._openai_request import request_body
-from dsh_trio.llm._types import ModelRequest
 from dsh_trio.values import (
     AssistantMessage,
     MessageId,
     ModelSource,
     ReasoningBlock,
-    SessionId,
     TextBlock,
     ToolCallBlock,
     ToolSource,
@@ -36,12 +35,18 @@ from dsh_trio.values import (
     UserMessage,
 )
 
+from ..support import make_request
+
 FIXTURES = Path(__file__).parent / "fixtures"
 DEEPSEEK = "https://api.deepseek.com"
 OTHER = "https://llm.test/v1"
 MODEL = "deepseek-flash"
 FIRST_THOUGHT = "The user wants the weather. I should call get_weather."
 SECOND_THOUGHT = "The user wants the weather. Again, call get_weather."
+
+
+#: A request of this provider (``make_request`` with its names).
+deepseek_request = functools.partial(make_request, provider="deepseek", model=MODEL)
 
 
 def fixture(name: str) -> bytes:
@@ -72,17 +77,6 @@ class Server:
 
     def client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.MockTransport(self))
-
-
-def make_request(**overrides: Any) -> ModelRequest:
-    fields: dict[str, Any] = {
-        "provider": "deepseek",
-        "model": MODEL,
-        "messages": (user_message("hello"),),
-        "session_id": SessionId("s1"),
-    }
-    fields.update(overrides)
-    return ModelRequest(**fields)
 
 
 def assistants(body: Any) -> list[dict[str, Any]]:
@@ -246,7 +240,7 @@ async def test_reasoning_passback_is_per_server_and_covers_every_tool_call(
         adapter = OpenAICompatibleAdapter(
             url, client=client, reasoning_passback=passback
         )
-        async for _ in adapter.stream(make_request(messages=history())):
+        async for _ in adapter.stream(deepseek_request(messages=history())):
             pass
     got = [m.get("reasoning_content") for m in assistants(server.seen[0])]
     if sent:
@@ -260,7 +254,7 @@ def test_a_tool_call_without_reasoning_sends_none() -> None:
     bare = AssistantMessage(
         MessageId("a"), (ToolCallBlock("c", "f", "{}"),), ModelSource("p", "m")
     )
-    body = request_body(make_request(messages=(bare,)), reasoning_passback=True)
+    body = request_body(deepseek_request(messages=(bare,)), reasoning_passback=True)
     (call,) = assistants(body)
     assert "reasoning_content" not in call
 
@@ -291,7 +285,7 @@ async def test_thinking_reaches_the_body_of_servers_that_take_it(
     server = Server(fixture("deepseek_reasoner_answer"))
     async with server.client() as client:
         adapter = OpenAICompatibleAdapter(url, client=client, thinking_switch=switch)
-        async for _ in adapter.stream(make_request(thinking=thinking)):
+        async for _ in adapter.stream(deepseek_request(thinking=thinking)):
             pass
     (body,) = server.seen
     assert body.get("thinking") == (sent if on else None)
@@ -351,8 +345,8 @@ def test_thinking_is_a_bool_or_none() -> None:
 
 
 def test_model_request_thinking_defaults_to_none() -> None:
-    assert make_request().thinking is None
-    assert "thinking" not in request_body(make_request(), thinking_switch=True)
+    assert deepseek_request().thinking is None
+    assert "thinking" not in request_body(deepseek_request(), thinking_switch=True)
 
 
 # ------------------------------------------------------------------ retired names
@@ -366,7 +360,7 @@ async def test_a_retired_name_fails_before_any_request(model: str, on_off: str) 
     async with server.client() as client:
         adapter = OpenAICompatibleAdapter(DEEPSEEK, client=client)
         with pytest.raises(LlmError) as caught:
-            async for _ in adapter.stream(make_request(model=model)):
+            async for _ in adapter.stream(deepseek_request(model=model)):
                 pass
     assert server.seen == []
     failure = caught.value.failure
@@ -398,7 +392,7 @@ async def test_other_servers_get_a_retired_name_as_asked() -> None:
     server = Server(fixture("deepseek_reasoner_answer"))
     async with server.client() as client:
         adapter = OpenAICompatibleAdapter(OTHER, client=client)
-        async for _ in adapter.stream(make_request(model="deepseek-chat")):
+        async for _ in adapter.stream(deepseek_request(model="deepseek-chat")):
             pass
     assert server.seen[0]["model"] == "deepseek-chat"
 
@@ -430,7 +424,7 @@ async def refused(
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         adapter = OpenAICompatibleAdapter(OTHER, client=client, **kwargs)
         with pytest.raises(LlmError) as caught:
-            async for _ in adapter.stream(make_request()):
+            async for _ in adapter.stream(deepseek_request()):
                 pass
     return caught.value.failure
 
@@ -457,6 +451,6 @@ async def test_other_400s_get_no_passback_hint() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(plain)) as client:
         adapter = OpenAICompatibleAdapter(OTHER, client=client)
         with pytest.raises(LlmError) as caught:
-            async for _ in adapter.stream(make_request()):
+            async for _ in adapter.stream(deepseek_request()):
                 pass
     assert "reasoning_passback" not in caught.value.failure.message

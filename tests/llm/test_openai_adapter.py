@@ -29,7 +29,6 @@ from dsh_trio.values import (
     ModelSource,
     ReasoningBlock,
     ReasoningDelta,
-    SessionId,
     StreamChunk,
     SystemMessage,
     TextBlock,
@@ -42,9 +41,15 @@ from dsh_trio.values import (
     UserMessage,
 )
 
+from ..support import make_request
+
 Handler = Callable[[httpx.Request], httpx.Response]
 
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"
+
+
+#: A request of this provider (``make_request`` with its names).
+openai_request = functools.partial(make_request, provider="openai", model="gpt-test")
 
 
 def sse(*events: object, done: bool = True) -> bytes:
@@ -71,17 +76,6 @@ def ok(body: bytes) -> Handler:
     return handler
 
 
-def make_request(**overrides: Any) -> ModelRequest:
-    fields: dict[str, Any] = {
-        "provider": "openai",
-        "model": "gpt-test",
-        "messages": (user_message("hello"),),
-        "session_id": SessionId("s1"),
-    }
-    fields.update(overrides)
-    return ModelRequest(**fields)
-
-
 async def collect(
     handler: Handler, request: ModelRequest | None = None, **kwargs: Any
 ) -> list[StreamChunk]:
@@ -89,7 +83,7 @@ async def collect(
         adapter = OpenAICompatibleAdapter(
             "https://llm.test/v1", client=client, **kwargs
         )
-        return [c async for c in adapter.stream(request or make_request())]
+        return [c async for c in adapter.stream(request or openai_request())]
 
 
 async def failure_of(handler: Handler, **kwargs: Any) -> LlmFailure:
@@ -471,7 +465,7 @@ async def test_error_while_reading_the_stream() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         adapter = OpenAICompatibleAdapter("https://llm.test/v1", client=client)
         with pytest.raises(LlmError) as info:
-            async for chunk in adapter.stream(make_request()):
+            async for chunk in adapter.stream(openai_request()):
                 received.append(chunk)
     assert received == [BlockStart(0, "text"), TextDelta(0, "partial")]
     assert info.value.failure.code == "TRANSPORT"
@@ -497,7 +491,7 @@ async def test_api_key_only_in_authorization_header() -> None:
         assert SECRET not in str(adapter)
         assert "***" in repr(adapter)
         with pytest.raises(LlmError) as info:
-            async for _ in adapter.stream(make_request()):
+            async for _ in adapter.stream(openai_request()):
                 pass
     assert seen[0].headers["authorization"] == f"Bearer {SECRET}"
     assert SECRET not in seen[0].content.decode()
@@ -599,7 +593,7 @@ async def test_request_body_shape() -> None:
         },
         {"name": "pwd"},
     )
-    request = make_request(
+    request = openai_request(
         messages=messages,
         tools=tools,
         max_tokens=256,
@@ -714,7 +708,7 @@ async def test_user_message_with_text_and_tool_results() -> None:
             ToolResultBlock("c2", (TextBlock("r2"),)),
         ]
     )
-    await collect(handler, make_request(messages=(message,)))
+    await collect(handler, openai_request(messages=(message,)))
     assert json.loads(seen[0].content)["messages"] == [
         {"role": "user", "content": "note"},
         {"role": "tool", "tool_call_id": "c1", "content": "r1"},
@@ -731,7 +725,7 @@ async def test_bad_tool_schema_is_an_invalid_request() -> None:
         return httpx.Response(500)
 
     failure = await failure_of(
-        handler, request=make_request(tools=({"description": "x"},))
+        handler, request=openai_request(tools=({"description": "x"},))
     )
     assert failure.code == "INVALID_REQUEST"
     assert "#0" in failure.message
@@ -752,7 +746,7 @@ async def test_cancelled_before_start_sends_nothing() -> None:
         adapter = OpenAICompatibleAdapter("https://llm.test/v1", client=client)
         with trio.CancelScope() as scope:
             scope.cancel()
-            async for _ in adapter.stream(make_request()):
+            async for _ in adapter.stream(openai_request()):
                 pytest.fail("no chunk expected")
         assert scope.cancelled_caught
     assert seen == []
@@ -764,7 +758,7 @@ async def test_checkpoints_between_events() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(ok(body))) as client:
         adapter = OpenAICompatibleAdapter("https://llm.test/v1", client=client)
         with trio.CancelScope() as scope:
-            async for chunk in adapter.stream(make_request()):
+            async for chunk in adapter.stream(openai_request()):
                 received.append(chunk)
                 scope.cancel()
     # The first event's two chunks arrive together; the next event's checkpoint
@@ -788,7 +782,7 @@ async def test_other_tasks_run_while_streaming() -> None:
         adapter = OpenAICompatibleAdapter("https://llm.test/v1", client=client)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ticker)
-            async for chunk in adapter.stream(make_request()):
+            async for chunk in adapter.stream(openai_request()):
                 if isinstance(chunk, TextDelta):
                     seen_at.append(ticks)
             nursery.cancel_scope.cancel()
@@ -864,7 +858,7 @@ async def test_real_http_over_loopback_with_own_client() -> None:
         async with OpenAICompatibleAdapter(
             f"http://127.0.0.1:{port}/v1", api_key=SECRET
         ) as adapter:
-            chunks = [c async for c in adapter.stream(make_request())]
+            chunks = [c async for c in adapter.stream(openai_request())]
         nursery.cancel_scope.cancel()
     assert chunks[-1] == stop()
     assert chunks[1] == TextDelta(0, "hi")
@@ -879,7 +873,7 @@ async def test_consumer_closing_early_leaves_nothing_behind() -> None:
     body = sse(*(delta(content=str(i)) for i in range(5)), delta("stop"))
     async with httpx.AsyncClient(transport=httpx.MockTransport(ok(body))) as client:
         adapter = OpenAICompatibleAdapter("https://llm.test/v1", client=client)
-        stream = adapter.stream(make_request())
+        stream = adapter.stream(openai_request())
         assert await stream.__anext__() == BlockStart(0, "text")
         await stream.aclose()
     gc.collect()
@@ -925,7 +919,7 @@ async def test_cancel_mid_stream_over_loopback() -> None:
         port = listeners[0].socket.getsockname()[1]
         async with OpenAICompatibleAdapter(f"http://127.0.0.1:{port}/v1") as adapter:
             with trio.CancelScope() as scope:
-                async for chunk in adapter.stream(make_request()):
+                async for chunk in adapter.stream(openai_request()):
                     received.append(chunk)
                     if isinstance(chunk, TextDelta):
                         await server_waiting.wait()

@@ -19,12 +19,10 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
-from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.llm import OpenAICompatibleAdapter
 from dsh_trio.llm._openai_errors import stream_failure
 from dsh_trio.llm._openai_request import request_body
-from dsh_trio.llm._types import ModelRequest
 from dsh_trio.values import (
     AssistantMessageData,
     BlockEnd,
@@ -34,7 +32,6 @@ from dsh_trio.values import (
     LlmFailure,
     ReasoningBlock,
     ReasoningDelta,
-    SessionId,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -43,6 +40,8 @@ from dsh_trio.values import (
     TurnEnd,
     Usage,
 )
+
+from ..support import make_request
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SECRET = "sk-provider-DO-NOT-LEAK-0123456789"
@@ -84,17 +83,6 @@ def splits(body: bytes, around: bytes | None = None) -> Iterator[list[bytes]]:
 
 
 Outcome = tuple[list[StreamChunk], LlmFailure | None]
-
-
-def make_request(**overrides: Any) -> ModelRequest:
-    fields: dict[str, Any] = {
-        "provider": "p",
-        "model": "m",
-        "messages": (user_message("hello"),),
-        "session_id": SessionId("s1"),
-    }
-    fields.update(overrides)
-    return ModelRequest(**fields)
 
 
 async def replay_all(

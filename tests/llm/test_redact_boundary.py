@@ -30,7 +30,6 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 import dsh_trio as dsh
-from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.events import AgentErrorEvent
 from dsh_trio.llm import OpenAICompatibleAdapter
@@ -44,15 +43,15 @@ from dsh_trio.llm._redact import (
     shown_url,
 )
 from dsh_trio.llm._runtime import stream_model
-from dsh_trio.llm._types import ModelRequest
 from dsh_trio.values import (
     BlockEnd,
     BlockStart,
     Finish,
-    SessionId,
     TextBlock,
     TextDelta,
 )
+
+from ..support import make_request
 
 KEY = "sk-test-DO-NOT-LEAK-1234567890"
 URL = "https://llm.test/v1"
@@ -84,15 +83,6 @@ def sse(*events: object) -> bytes:
 
 def delta(finish: str | None = None, **fields: Any) -> dict[str, Any]:
     return {"choices": [{"index": 0, "delta": fields, "finish_reason": finish}]}
-
-
-def make_request() -> ModelRequest:
-    return ModelRequest(
-        provider="remote",
-        model="m",
-        messages=(user_message("hello"),),
-        session_id=SessionId("s1"),
-    )
 
 
 class Raising(httpx.AsyncBaseTransport):
@@ -157,7 +147,7 @@ async def stream_once(
     async with httpx.AsyncClient(transport=transport) as client:
         adapter = OpenAICompatibleAdapter(base_url, api_key=KEY, client=client)
         try:
-            async for chunk in adapter.stream(make_request()):
+            async for chunk in adapter.stream(make_request(provider="remote")):
                 chunks.append(chunk)
         except LlmError as exc:
             return chunks, exc
@@ -312,7 +302,7 @@ async def test_an_exception_while_closing_early_is_redacted(
     caplog.set_level(logging.DEBUG)
     async with httpx.AsyncClient(transport=breaking(on_close=True)) as client:
         adapter = OpenAICompatibleAdapter(URL, api_key=KEY, client=client)
-        stream = adapter.stream(make_request())
+        stream = adapter.stream(make_request(provider="remote"))
         assert isinstance(await anext(stream), BlockStart)
         with pytest.raises(LlmError) as caught:
             await stream.aclose()
@@ -321,7 +311,9 @@ async def test_an_exception_while_closing_early_is_redacted(
     # Through the runtime's wrapper, which logs a failing close.
     async with httpx.AsyncClient(transport=breaking(on_close=True)) as client:
         adapter = OpenAICompatibleAdapter(URL, api_key=KEY, client=client)
-        async with contextlib.aclosing(stream_model(adapter, make_request())) as chunks:
+        async with contextlib.aclosing(
+            stream_model(adapter, make_request(provider="remote"))
+        ) as chunks:
             async for _ in chunks:
                 break
     assert "closing the model stream" in logged(caplog)
@@ -386,7 +378,7 @@ async def test_a_password_in_base_url_is_masked_in_errors_and_httpx_records(
         adapter = OpenAICompatibleAdapter(base, client=client)
         assert password not in repr(adapter)
         with pytest.raises(LlmError) as caught:
-            async for _ in adapter.stream(make_request()):
+            async for _ in adapter.stream(make_request(provider="remote")):
                 pass
     assert caught.value.failure.message == (
         "transport error talking to https://me:***@llm.test/v1/chat/completions: refused"
@@ -397,7 +389,7 @@ async def test_a_password_in_base_url_is_masked_in_errors_and_httpx_records(
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(ok)) as client:
         adapter = OpenAICompatibleAdapter(base, client=client)
-        async for _ in adapter.stream(make_request()):
+        async for _ in adapter.stream(make_request(provider="remote")):
             pass
     assert any(r.name == "httpx" for r in caplog.records)
     assert password not in logged(caplog)
@@ -469,7 +461,7 @@ async def test_httpcore_records_of_a_real_connection_are_redacted(
             f"http://127.0.0.1:{port}/v1", api_key=KEY
         ) as adapter:
             with pytest.raises(LlmError) as caught:
-                async for _ in adapter.stream(make_request()):
+                async for _ in adapter.stream(make_request(provider="remote")):
                     pass
         nursery.cancel_scope.cancel()
     assert caught.value.failure.code == "AUTH"

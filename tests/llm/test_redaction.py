@@ -26,20 +26,19 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from dsh_trio import user_message
 from dsh_trio.cli._chat import run_chat
 from dsh_trio.cli._config import ModelChoice
 from dsh_trio.errors import LlmError
 from dsh_trio.llm import OpenAICompatibleAdapter
 from dsh_trio.llm._redact import REDACTED, StreamText, clean, redact, repair_unicode
-from dsh_trio.llm._types import ModelRequest
 from dsh_trio.values import (
     Finish,
-    SessionId,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
 )
+
+from ..support import make_request
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -145,15 +144,6 @@ def delta(finish: str | None = None, **fields: Any) -> dict[str, Any]:
     return {"choices": [{"index": 0, "delta": fields, "finish_reason": finish}]}
 
 
-def make_request() -> ModelRequest:
-    return ModelRequest(
-        provider="remote",
-        model="m",
-        messages=(user_message("hello"),),
-        session_id=SessionId("s1"),
-    )
-
-
 def serve(
     body: bytes = b"", *, status: int = 200, headers: dict[str, str] | None = None
 ) -> Handler:
@@ -170,7 +160,7 @@ async def collect(
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         adapter = OpenAICompatibleAdapter(URL, api_key=secret, client=client)
         try:
-            async for chunk in adapter.stream(make_request()):
+            async for chunk in adapter.stream(make_request(provider="remote")):
                 chunks.append(chunk)
         except LlmError as exc:
             return chunks, exc

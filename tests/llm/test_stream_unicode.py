@@ -12,14 +12,16 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import trio
+from hypothesis import given, strategies as st
 
 import dsh_trio as dsh
-from dsh_trio import user_message
 from dsh_trio.llm import OpenAICompatibleAdapter, stream_model
-from dsh_trio.llm._types import ModelRequest
+from dsh_trio.llm._runtime import ModelStream
 from dsh_trio.testing import ScriptedModel, chunks
 from dsh_trio.values import (
     AssistantMessageData,
@@ -30,7 +32,6 @@ from dsh_trio.values import (
     LlmFailure,
     ReasoningBlock,
     ReasoningDelta,
-    SessionId,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -38,6 +39,8 @@ from dsh_trio.values import (
     ToolCallDelta,
     TurnEnd,
 )
+
+from ..support import ChunkAdapter, make_request
 
 URL = "https://llm.test/v1"
 EMOJI = "\U0001f600"
@@ -62,15 +65,6 @@ DONE = b"data: [DONE]\n\n"
 SPLIT_EMOJI = content("hi \\ud83d") + content("\\ude00 there") + STOP + DONE
 # A lone surrogate escape, valid JSON, invalid Unicode.
 LONE = content("a\\ud800b") + STOP + DONE
-
-
-def make_request() -> ModelRequest:
-    return ModelRequest(
-        provider="p",
-        model="m",
-        messages=(user_message("hello"),),
-        session_id=SessionId("s1"),
-    )
 
 
 def serve(
@@ -246,3 +240,75 @@ async def test_the_turn_completes_and_the_next_request_is_well_formed(
         if isinstance(block, TextBlock)
     ]
     assert stored[0] == expected
+
+
+# --------------------------------------------------------------------------- the attempt's check
+
+
+class Text(str):
+    """A ``str`` subclass: never taken for a plain ``str``."""
+
+
+def _texts() -> st.SearchStrategy[Any]:
+    plain = st.text(st.characters(max_codepoint=127), max_size=4)
+    wide = st.text(max_size=4)  # any code point but a lone surrogate
+    # Text UTF-8 cannot encode (lone surrogates), which the repair replaces.
+    broken = st.sampled_from(["\ud800", "x\udfffy", "caf\u00e9\udc80"])
+    return st.one_of(plain, wide, broken, st.one_of(plain, broken).map(Text))
+
+
+def _chunks() -> st.SearchStrategy[Any]:
+    text = _texts()
+    failure = st.builds(dsh.LlmFailure, text, text, st.none() | text)
+    block = st.one_of(
+        st.builds(dsh.TextBlock, text),
+        st.builds(dsh.ReasoningBlock, text),
+        st.builds(dsh.ToolCallBlock, text, text, text),
+    )
+    return st.one_of(
+        st.builds(dsh.BlockStart, st.integers(0, 3), text),
+        st.builds(dsh.TextDelta, st.integers(0, 3), text),
+        st.builds(dsh.ReasoningDelta, st.integers(0, 3), text),
+        st.builds(dsh.ToolCallDelta, st.integers(0, 3), text, st.none() | text, text),
+        st.builds(dsh.BlockEnd, st.integers(0, 3), block),
+        st.builds(dsh.Usage, st.integers(0, 9), st.integers(0, 9)),
+        st.builds(dsh.Finish, st.builds(dsh.FinishReason, st.just("stop"))),
+        st.builds(dsh.Finish, st.builds(dsh.FinishReason, st.just("error"), failure)),
+    )
+
+
+class _Warnings(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+async def _read_both(chunk: StreamChunk) -> tuple[Any, ...]:
+    """What ``stream_model`` yields for ``chunk`` and what ``ModelStream.checked``
+    gives, each with the warnings its stream logs when it ends."""
+    handler = _Warnings()
+    logger = logging.getLogger("dsh_trio")
+    logger.addHandler(handler)
+    try:
+        request = make_request()
+        (expected,) = [c async for c in stream_model(ChunkAdapter([chunk]), request)]
+        expected_warnings, handler.messages = handler.messages, []
+        stream = ModelStream(ChunkAdapter([chunk]), request)
+        got = stream.checked(chunk)
+        await stream.aclose()
+    finally:
+        logger.removeHandler(handler)
+    return expected, expected_warnings, got, handler.messages
+
+
+@given(_chunks())
+def test_the_attempt_checks_a_chunk_as_stream_model_does(chunk: Any) -> None:
+    """The model attempt's own reading (``ModelStream.checked``) repairs exactly what
+    ``stream_model`` repairs, keeps the same object otherwise, and warns the same."""
+    expected, expected_warnings, got, warnings = trio.run(_read_both, chunk)
+    assert got == expected
+    assert (got is chunk) == (expected is chunk)
+    assert warnings == expected_warnings

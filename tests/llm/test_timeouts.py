@@ -18,19 +18,18 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
-from dsh_trio import user_message
 from dsh_trio.errors import LlmError
 from dsh_trio.llm import OpenAICompatibleAdapter
-from dsh_trio.llm._types import ModelRequest
 from dsh_trio.values import (
     BlockStart,
     Finish,
     FinishReason,
-    SessionId,
     StreamChunk,
     TextDelta,
     TurnEnd,
 )
+
+from ..support import make_request
 
 AsyncHandler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 URL = "https://llm.test/v1"
@@ -42,15 +41,6 @@ def event(obj: object) -> bytes:
 
 def delta(finish: str | None = None, **fields: Any) -> bytes:
     return event({"choices": [{"index": 0, "delta": fields, "finish_reason": finish}]})
-
-
-def make_request() -> ModelRequest:
-    return ModelRequest(
-        provider="p",
-        model="m",
-        messages=(user_message("hello"),),
-        session_id=SessionId("s1"),
-    )
 
 
 async def attempt(

@@ -5,7 +5,7 @@ text delta; whatever the chunk order, the settled event equals what the plain
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 import trio
@@ -13,27 +13,14 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import dsh_trio as dsh
 from dsh_trio.events import AssistantStream, EventBus, StreamChunkFrame
-from dsh_trio.llm import BlockAssembler, ModelRequest
+from dsh_trio.llm import BlockAssembler
 from dsh_trio.session import StreamAccumulator, expand_stream
 from dsh_trio.values import AssistantMessageData, TextChunksRecord
 
+from ..support import ChunkAdapter
+
 STOP = dsh.Finish(dsh.FinishReason("stop"))
 TEXTS = ("a", "bc", " ", "caf\u00e9", "")
-
-
-class Adapter:
-    """Streams the given chunks, a checkpoint before each, then ``STOP``."""
-
-    def __init__(self, chunks: Sequence[dsh.StreamChunk]) -> None:
-        self.chunks = chunks
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[dsh.StreamChunk]:
-        async def gen() -> AsyncIterator[dsh.StreamChunk]:
-            for chunk in (*self.chunks, STOP):
-                await trio.lowlevel.checkpoint()
-                yield chunk
-
-        return gen()
 
 
 def _chunk() -> st.SearchStrategy[dsh.StreamChunk]:
@@ -58,7 +45,7 @@ def _chunk() -> st.SearchStrategy[dsh.StreamChunk]:
 async def _settle(
     chunks: Sequence[dsh.StreamChunk],
 ) -> tuple[dsh.SessionEvent, list[dsh.StreamChunk]]:
-    async with dsh.open_runtime(models={"p": Adapter(chunks)}) as runtime:
+    async with dsh.open_runtime(models={"p": ChunkAdapter((*chunks, STOP))}) as runtime:
         handle = await runtime.agents.create(
             options=dsh.AgentOptions(provider="p", model="m")
         )
@@ -109,6 +96,18 @@ def test_text_deltas_of_one_open_block_settle_as_one_run() -> None:
     assert [r.texts for r in text_runs] == [tuple("hello")]
 
 
+async def test_a_reply_of_one_closed_block_is_that_block() -> None:
+    block = dsh.TextBlock("hello")
+    chunks: list[dsh.StreamChunk] = [
+        dsh.BlockStart(0, "text"),
+        dsh.TextDelta(0, "hello"),
+        dsh.BlockEnd(0, block),
+    ]
+    event, _ = await _settle(chunks)
+    assert isinstance(event.data, AssistantMessageData)
+    assert event.data.message.content == (block,)
+
+
 @settings(
     max_examples=40,
     derandomize=True,
@@ -153,7 +152,7 @@ async def test_a_failing_chunk_listener_is_logged_and_the_rest_still_hear(
             heard.append(payload.frame.chunk)
 
     chunks = [dsh.TextDelta(0, "a"), dsh.TextDelta(0, "b")]
-    async with dsh.open_runtime(models={"p": Adapter(chunks)}) as runtime:
+    async with dsh.open_runtime(models={"p": ChunkAdapter((*chunks, STOP))}) as runtime:
         handle = await runtime.agents.create(
             options=dsh.AgentOptions(provider="p", model="m")
         )

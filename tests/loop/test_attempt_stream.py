@@ -20,6 +20,8 @@ from dsh_trio.events import AssistantStream, StreamChunkFrame
 from dsh_trio.llm import ModelRequest, stream_model
 from dsh_trio.session import expand_stream
 
+from ..support import ChunkAdapter
+
 Body = Callable[[], AsyncIterator[dsh.StreamChunk]]
 STOP = dsh.Finish(dsh.FinishReason("stop"))
 
@@ -207,3 +209,32 @@ async def test_chunk_frames_are_the_values_their_classes_build() -> None:
         assert attrs.asdict(payload, recurse=False) == {"agent": agent, "frame": frame}
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
             frame.index = 99  # type: ignore[misc]
+
+
+async def test_every_adapter_generator_is_left_finished_after_its_attempt() -> None:
+    """A generator stopped at its final ``yield`` (the finish) is closed as the attempt
+    settles, its cleanup run once, whether or not it has a handler."""
+    reply = (*text("hi"), STOP)
+    plain_adapter = ChunkAdapter(reply)
+    closed: list[str] = []
+
+    async def guarded() -> AsyncIterator[dsh.StreamChunk]:
+        try:
+            for chunk in reply:
+                await trio.lowlevel.checkpoint()
+                yield chunk
+        finally:
+            closed.append("finally")
+
+    guarded_adapter = Adapter(guarded)
+    for adapter in (plain_adapter, guarded_adapter):
+        async with dsh.open_runtime(models={"p": adapter}) as runtime:
+            handle = await runtime.agents.create(
+                options=dsh.AgentOptions(provider="p", model="m")
+            )
+            for prompt in ("a", "b"):
+                result = await handle.agent.run(prompt)
+                assert result.text == "hi"
+            await handle.dispose()
+    assert [s.ag_frame for s in plain_adapter.streams] == [None, None]
+    assert closed == ["finally", "finally"]

@@ -1,13 +1,21 @@
 """The request-header decision: its shortcut for an unchanged header agrees with the
-full comparison in every case."""
+full comparison in every case; the step's request seed is what ``request_seed`` gives
+for the logged header, whatever adapter defaults it names."""
 
 from __future__ import annotations
 
 import itertools
+import types
+from typing import Any
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
+import dsh_trio as dsh
 from dsh_trio.loop._header_log import header_event
+from dsh_trio.loop._requests import request_seed
+from dsh_trio.loop._steps import StepRequests
+from dsh_trio.session import Session
 from dsh_trio.values import (
     AdapterDefaults,
     CallConfig,
@@ -80,3 +88,59 @@ def test_a_logged_header_with_adapter_defaults_is_logged_again_when_it_differs()
     )
     got = header_event(persisted, True, CONFIG, TOOLS, False)
     assert got is not None and got.reason == "change"
+
+
+# --------------------------------------------------------------------------- the request seed
+
+# A logged marker is True or omitted, and at least one is set.
+_defaults = st.none() | st.sampled_from(
+    (
+        AdapterDefaults(reasoning_effort=True),
+        AdapterDefaults(max_tokens=True),
+        AdapterDefaults(reasoning_effort=True, max_tokens=True),
+    )
+)
+_configs = st.builds(
+    CallConfig,
+    provider=st.sampled_from(("a", "b")),
+    model=st.sampled_from(("m", "n")),
+    reasoning_effort=st.none() | st.sampled_from(("low", "high")),
+    max_tokens=st.none() | st.integers(1, 10),
+)
+_options = st.builds(
+    dsh.AgentOptions,
+    provider=st.sampled_from(("a", "b")),
+    model=st.sampled_from(("m", "n")),
+    reasoning_effort=st.none() | st.sampled_from(("low", "high")),
+    max_tokens=st.none() | st.integers(1, 10),
+)
+
+
+def _requests(options: dsh.AgentOptions) -> tuple[StepRequests, Session]:
+    session = Session.create()
+    agent: Any = types.SimpleNamespace(session=session, options=options, id="s")
+    services: Any = types.SimpleNamespace()
+    return StepRequests(agent, services), session
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    options=_options,
+    config=st.none() | _configs,
+    defaults=_defaults,
+    logged=st.booleans(),
+)
+def test_the_seed_is_what_request_seed_gives(
+    options: dsh.AgentOptions,
+    config: CallConfig | None,
+    defaults: AdapterDefaults | None,
+    logged: bool,
+) -> None:
+    requests, session = _requests(options)
+    if config is not None:
+        header = EpochHeader(config=config, adapter_defaults=defaults)
+        session.append(
+            "request/header", RequestHeaderData(header=header, reason="initial")
+        )
+    requests._header_logged = logged
+    assert requests.seed() == request_seed(options, session.request_header(), logged)

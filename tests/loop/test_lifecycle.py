@@ -386,3 +386,55 @@ async def test_an_agent_block_that_ends_well_raises_the_failed_disposal_alone(
             else:
                 async with await rt.agents.create("x", options=OPTIONS) as handle:
                     handle.agent.scope.add_cleanup(_failing_cleanup)
+
+
+# --------------------------------------------------------------------------- task names
+
+
+class _TaskNames:
+    """A model that records the name of the task its stream runs in."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def stream(self, request: Any) -> Any:
+        return self._stream()
+
+    async def _stream(self) -> Any:
+        self.names.append(trio.lowlevel.current_task().name)
+        await trio.lowlevel.checkpoint()
+        for chunk in (
+            dsh.BlockStart(0, "text"),
+            dsh.BlockEnd(0, dsh.TextBlock("ok")),
+            dsh.Finish(dsh.FinishReason("stop")),
+        ):
+            yield chunk
+
+
+async def test_every_turn_runs_in_a_task_named_after_the_driver() -> None:
+    """Each turn's driver task has the name trio gives the driver's ``drive`` method
+    (what a task tree or an instrument shows), the same for every turn."""
+    model = _TaskNames()
+    async with dsh.open_runtime(models={"scripted": model}) as runtime:
+        agent = (await runtime.agents.create(options=OPTIONS)).agent
+        agent.followup(dsh.user_message("one"))
+        await agent.when_idle()
+        agent.followup(dsh.user_message("two"))
+        await agent.when_idle()
+    first, second = model.names
+    assert first == second
+    assert first.startswith("dsh_trio.loop.") and first.endswith(".drive")
+
+
+async def test_a_runtime_task_started_without_a_name_is_named_by_trio() -> None:
+    names: list[str] = []
+
+    async def job() -> None:
+        names.append(trio.lowlevel.current_task().name)
+        await trio.lowlevel.checkpoint()
+
+    async with dsh.open_runtime() as runtime:
+        runtime._spawn(job)
+        runtime._spawn(job, name="given")
+        await trio.testing.wait_all_tasks_blocked()
+    assert sorted(names) == sorted([f"{job.__module__}.{job.__qualname__}", "given"])

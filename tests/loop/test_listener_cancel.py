@@ -23,6 +23,7 @@ from dsh_trio.events import AssistantStream, StreamChunkFrame
 from dsh_trio.llm import ModelRequest
 from dsh_trio.loop._attempt import Attempts
 from dsh_trio.testing import ScriptedModel, reply, tool_calls
+from dsh_trio.values import TextChunksRecord
 
 from .conftest import Tracer
 
@@ -146,6 +147,9 @@ async def test_the_partial_reply_is_kept_and_no_cancelled_unwinds() -> None:
     (data,) = replies
     assert data.interrupted is True
     assert data.message.content == (dsh.TextBlock("hello"),)
+    # The deltas the reader kept before the cancel are recorded, as one run.
+    runs = [r for r in data.stream if isinstance(r, TextChunksRecord)]
+    assert [r.texts for r in runs] == [tuple("hello")]
     assert [e.type for e in events][-3:] == [
         "assistant/message",
         "step/end",

@@ -34,14 +34,11 @@ from dsh_trio.values import (
     UserMessage,
 )
 
-
-def clock() -> Any:
-    now = iter(range(1_800_000_000_000, 1_900_000_000_000))
-    return lambda: next(now)
+from ..support import ticking_clock
 
 
 def _session() -> Session:
-    s = Session.create("checked", cwd="/w/p", clock=clock())
+    s = Session.create("checked", cwd="/w/p", clock=ticking_clock())
     for turn in (1, 2):
         s.append("turn/start", TurnStart(turn))
         s.append("step/start", StepStart(turn, 1))

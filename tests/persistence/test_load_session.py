@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -42,17 +41,14 @@ from dsh_trio.values import (
     UserMessage,
 )
 
+from ..support import ticking_clock
+
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def clock() -> Any:
-    now = iter(range(1_800_000_000_000, 1_900_000_000_000))
-    return lambda: next(now)
 
 
 def open_turn_session(*, record_calls: bool) -> Session:
     """A session whose last turn is open with two tool calls pending (the crash)."""
-    s = Session.create("crashed", cwd="/w/p", clock=clock())
+    s = Session.create("crashed", cwd="/w/p", clock=ticking_clock())
     s.append("turn/start", TurnStart(1))
     s.append("step/start", StepStart(1, 1))
     s.append(

@@ -27,6 +27,8 @@ from dsh_trio.values import (
     TurnStart,
 )
 
+from ..support import ticking_clock
+
 
 @attrs.define(eq=False)
 class FakeWriter:
@@ -85,7 +87,7 @@ class Spawner:
 
 
 def new_session() -> Session:
-    return Session.create("rec", clock=iter(range(10**12, 2 * 10**12)).__next__)
+    return Session.create("rec", clock=ticking_clock(10**12))
 
 
 def open_turn(s: Session, turn: int) -> None:

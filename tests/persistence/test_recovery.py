@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -62,16 +62,13 @@ from dsh_trio.values import (
     UserMessage,
 )
 
+from ..support import ticking_clock
+
 LOG = "session.v3.jsonl"
 
 
 def read(path: str | Path) -> bytes:
     return Path(path).read_bytes()
-
-
-def clock() -> Callable[[], int]:
-    now = iter(range(1_800_000_000_000, 1_900_000_000_000))
-    return lambda: next(now)
 
 
 # --------------------------------------------------------------------------- valid logs
@@ -140,7 +137,7 @@ def append_turn(
 def valid_logs(draw: st.DrawFn) -> Session:
     """A random valid session: balanced turns, plugin events between them, and
     possibly an open last turn (a prefix of a valid log is valid)."""
-    s = Session.create("s1", cwd="/w/p", clock=clock())
+    s = Session.create("s1", cwd="/w/p", clock=ticking_clock())
     for turn in range(1, draw(st.integers(1, 3)) + 1):
         if draw(st.booleans()):
             s.append("plugin/note", {"n": turn, "text": draw(st.text(max_size=8))})
@@ -386,7 +383,7 @@ def test_one_damaged_line_is_refused_or_cut_into_a_side_file(
 
 async def balanced_log(root: Path) -> tuple[Path, list[bytes]]:
     """A stored log of one balanced turn with a tool call; its lines."""
-    s = Session.create("s1", cwd="/w/p", clock=clock())
+    s = Session.create("s1", cwd="/w/p", clock=ticking_clock())
     append_turn(s, 1, calls=1, answered=1, text="hi", steps=1)
     path = await store(root, s)
     lines = read(path).split(b"\n")
@@ -543,7 +540,7 @@ async def crashed_first_write(
 ) -> tuple[Session, Path]:
     """A first write that stopped after the temporary file was fsynced, before it
     was linked into place (the process died: nothing cleaned up)."""
-    session = Session.create("s1", cwd="/w/p", clock=clock())
+    session = Session.create("s1", cwd="/w/p", clock=ticking_clock())
     append_turn(session, 1, calls=1, answered=0, text="hi", steps=1)
 
     class Crash(BaseException):

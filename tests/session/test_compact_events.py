@@ -59,6 +59,8 @@ from dsh_trio.values import (
 )
 from dsh_trio.values._fast import Slow
 
+from ..support import ticking_clock
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -99,11 +101,6 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_compact, "BLOCK_LINES", 4)
 
 
-def clock() -> Any:
-    now = iter(range(1_800_000_000_000, 1_900_000_000_000))
-    return lambda: next(now)
-
-
 def _assistant(
     turn: int, text: str, calls: tuple[str, ...] = ()
 ) -> AssistantMessageData:
@@ -137,7 +134,7 @@ def _session(turns: int = 12, *, open_last: bool = False) -> Session:
     """A session with every kind of surface change: appends, a replace op, a
     tool-result replacement, markers, an unknown event type; the last turn open
     (a pending tool call) when asked."""
-    s = Session.create("compact", cwd="/w/p", clock=clock())
+    s = Session.create("compact", cwd="/w/p", clock=ticking_clock())
     s.append(
         "system/message",
         SystemMessageData(
@@ -375,8 +372,10 @@ async def test_appends_after_restore_read_and_derive_like_a_live_session(
 ) -> None:
     original = _session(9)
     path = await _store(tmp_path, original)
-    restored = Session.restore(original.header, _scan(path).events, clock=clock())
-    plain = Session.restore(original.header, _plain(path), clock=clock())
+    restored = Session.restore(
+        original.header, _scan(path).events, clock=ticking_clock()
+    )
+    plain = Session.restore(original.header, _plain(path), clock=ticking_clock())
     before = restored.derive_messages()
     seen: list[int] = []
     for s in (restored, plain):
@@ -446,7 +445,9 @@ async def test_of_types_reads_only_the_events_asked_for(
 ) -> None:
     original = _session(6)
     path = await _store(tmp_path, original)
-    restored = Session.restore(original.header, _scan(path).events, clock=clock())
+    restored = Session.restore(
+        original.header, _scan(path).events, clock=ticking_clock()
+    )
     restored.append("turn/start", TurnStart(7))
     plain = [*original.events, restored.events[-1]]
     decoded: list[int] = []

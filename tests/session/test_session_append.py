@@ -42,20 +42,12 @@ from dsh_trio.values import (
     UserMessage,
 )
 
-
-def counter(start: int = 1_000) -> Any:
-    state = {"now": start}
-
-    def clock() -> int:
-        state["now"] += 1
-        return state["now"]
-
-    return clock
+from ..support import ticking_clock
 
 
 @pytest.fixture
 def session() -> Session:
-    return Session.create("s", clock=counter())
+    return Session.create("s", clock=ticking_clock(1_001))
 
 
 def assistant(text: str = "hi", *, id: str = "a1") -> AssistantMessageData:

@@ -211,6 +211,106 @@ def test_push_refuses_what_cannot_be_recorded(
     assert acc.records() == (TextChunksRecord(1, 0, (), ("ok",)),)
 
 
+def test_run_records_equal_the_constructed_ones() -> None:
+    """The records a push builds are the record classes' own values (equal, of the
+    exact class), and expand back to what was pushed."""
+    acc = StreamAccumulator()
+    pushed: list[tuple[int, StreamChunk]] = [
+        (10, TextDelta(0, "a")),
+        (12, TextDelta(0, "b")),
+        (15, ReasoningDelta(1, "r")),
+        (16, ReasoningDelta(1, "s")),
+        (20, ToolCallDelta(2, "c1", "get", "{")),
+        (23, ToolCallDelta(2, "c1", "get", "}")),
+    ]
+    for time_ms, chunk in pushed:
+        acc.push(chunk, time_ms)
+    records = acc.records()
+    assert records == (
+        TextChunksRecord(time0=10, index=0, dt=(2,), texts=("a", "b")),
+        ReasoningChunksRecord(time0=15, index=1, dt=(1,), texts=("r", "s")),
+        ToolCallChunksRecord(
+            time0=20, index=2, dt=(3,), id="c1", args=("{", "}"), name="get"
+        ),
+    )
+    assert [type(r) for r in records] == [
+        TextChunksRecord,
+        ReasoningChunksRecord,
+        ToolCallChunksRecord,
+    ]
+    assert expand_stream(records) == pushed
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        ToolCallBlock("c1", "get", "{}"),
+        ToolCallBlock("c\u00e9", "g\u00e9t", '{"x": "\u00e9"}'),
+    ],
+    ids=repr,
+)
+def test_a_valid_tool_call_end_is_recorded(block: ToolCallBlock) -> None:
+    acc = StreamAccumulator()
+    chunk = BlockEnd(0, block)
+    acc.push(chunk, 5)
+    assert acc.records() == (RawChunkRecord(5, chunk),)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        (("c1", 7, "{}"), "name"),
+        (("c1", "get", b"{}"), "arguments"),
+        (("c1", "g\udfff", "{}"), "name"),
+        ((None, "get", "{}"), "id"),
+    ],
+    ids=repr,
+)
+def test_an_invalid_tool_call_end_is_refused(fields: Any, field: str) -> None:
+    acc = StreamAccumulator()
+    with pytest.raises(InvalidStreamChunkError, match=field):
+        acc.push(BlockEnd(0, ToolCallBlock(*fields)), 5)
+    assert acc.records() == ()
+
+
+def _pushed(times: list[int], texts: list[str]) -> StreamAccumulator:
+    acc = StreamAccumulator()
+    acc.push(BlockStart(3, "text"), times[0])
+    for time_ms, text in zip(times[1:], texts, strict=True):
+        acc.push(TextDelta(3, text), time_ms)
+    return acc
+
+
+def _extended(times: list[int], texts: list[str]) -> StreamAccumulator:
+    acc = StreamAccumulator()
+    acc.push(BlockStart(3, "text"), times[0])
+    acc.push(TextDelta(3, texts[0]), times[1])
+    assert acc.text_run() == 3
+    acc.extend_text_run(times[2:4], texts[1:3])
+    acc.extend_text_run([], [])
+    acc.extend_text_run(times[4:], texts[3:])
+    return acc
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        [5, 10, 10, 12, 20, 21],
+        [5, 10, -3, 12, 9, 21],
+        # A gap the record cannot hold starts a new run, as ``push`` does.
+        [5, 10, SAFE, -SAFE, 0, SAFE],
+    ],
+)
+def test_extending_the_text_run_equals_pushing_each_delta(times: list[int]) -> None:
+    texts = ["a", "b", "", "cd", "e"]
+    pushed, extended = _pushed(times, texts), _extended(times, texts)
+    assert extended.records() == pushed.records()
+    assert extended.chunk_count == pushed.chunk_count == 6
+    pushed.push(Usage(1, 2), 30)
+    extended.push(Usage(1, 2), 30)
+    assert extended.records() == pushed.records()
+
+
 # --------------------------------------------------------------------------- expansion
 
 text = st.text(st.characters(codec="utf-8"), max_size=6)

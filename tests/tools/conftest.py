@@ -8,10 +8,9 @@ from typing import Any
 import attrs
 import pytest
 
-from dsh_trio.loop import CancelSignal
-from dsh_trio.loop._inbox import Inbox
+from dsh_trio.loop import CancelSignal, Inbox
 from dsh_trio.session import Session
-from dsh_trio.tools import ToolRegistry
+from dsh_trio.tools import Tool, ToolRegistry
 from dsh_trio.values import CancelCause, ToolCallBlock, ToolResultData
 
 
@@ -28,6 +27,14 @@ class FakeAgent:
     def cancel(self, cause: CancelCause, *, keep_inbox: bool = False) -> None:
         self.cancels.append(cause)
         self.signal.cancel(cause)
+
+
+def registry_of(*tools: Tool, cap: int = 10) -> ToolRegistry:
+    """A registry holding ``tools``, at most ``cap`` calls in parallel."""
+    registry = ToolRegistry(max_parallel_tool_calls=cap)
+    for t in tools:
+        registry.register(t)
+    return registry
 
 
 def make_agent(session_id: str = "s1") -> FakeAgent:

@@ -9,8 +9,9 @@ exception out of the pipeline.
 from __future__ import annotations
 
 import json
+import re
 import sys
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
@@ -22,13 +23,15 @@ from dsh_trio.tools import Tool, ToolContext, _arguments, tool
 from dsh_trio.tools._arguments import (
     MAX_ARGUMENT_DEPTH,
     MAX_INTEGER_DIGITS,
+    ArgumentsSpec,
     nesting_depth,
     parse_arguments,
 )
+from dsh_trio.tools._specs import convert_fields
 from dsh_trio.values import ToolCallBlock, ToolErrorInfo, ToolResultData
 
-from .conftest import call, drive, make_agent, results, text_of
-from .test_scheduler import registry_of
+from ..support import outcome_of
+from .conftest import call, drive, make_agent, registry_of, results, text_of
 
 MESSAGE_LIMIT = 600  # no refusal message echoes the input
 
@@ -295,3 +298,163 @@ def test_a_raw_lone_surrogate_is_refused_and_recorded_repaired() -> None:
         ("sample", '{"s": "a\ufffdb"}'),
         ("sam\ufffdple", "{}"),
     ]
+
+
+# --------------------------------------------------------------------------- one decode, two ways
+# Short ASCII object text (at most ``MAX_ARGUMENT_DEPTH`` characters, starting with
+# ``{``) is decoded by one scan; anything else, text with a trailing blank included,
+# by the general decoder with its checks. Both must give the same value or refusal.
+
+json_texts = st.one_of(
+    st.text(),
+    st.text(alphabet='{}[]":,0123456789.eE-+ \\ufnrtalsNIy\ufeff\ud800'),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=12,
+    ).map(lambda v: json.dumps(v, ensure_ascii=False)),
+    st.sampled_from(["\ufeff{}", '\ufeff{"x": 1}', "{} x", "1e999", "NaN", "[1,]"]),
+)
+short_objects = st.one_of(
+    json_texts,
+    st.dictionaries(
+        st.text(alphabet="abx", max_size=3),
+        st.one_of(st.integers(), st.floats(), st.text(max_size=4), st.none()),
+        max_size=3,
+    ).map(json.dumps),
+    st.text(alphabet='{}[]":,0123456789.eE-+ abx\\', max_size=20).map(
+        lambda t: "{" + t
+    ),
+)
+
+
+def _reason(outcome: tuple[str, object]) -> object:
+    """An outcome with a refusal's message cut to its reason (the general decoder
+    names positions and lengths, which a trailing blank moves)."""
+    kind, detail = outcome
+    if kind == "ok":
+        return outcome
+    error_type, message = cast("tuple[type, str]", detail)
+    return kind, error_type, re.split(r"[:(]", message)[0]
+
+
+def _matches_the_general_decode(raw: str) -> tuple[str, object]:
+    """``raw``'s outcome, checked against the general decoder's (``raw`` with a
+    trailing blank, which only the general decoder reads)."""
+    got = outcome_of(parse_arguments, raw, "t")
+    general = outcome_of(parse_arguments, raw + " ", "t")
+    if raw.strip():
+        assert _reason(got) == _reason(general)
+    return got
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=short_objects)
+def test_the_short_decode_matches_the_general_decode(raw: str) -> None:
+    _matches_the_general_decode(raw)
+
+
+def test_short_text_cannot_hold_an_integer_over_the_digit_limit() -> None:
+    # What lets the short scan read integers without the digit-count check.
+    assert MAX_ARGUMENT_DEPTH < MAX_INTEGER_DIGITS
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"x": 1}',
+        '{"x": -0}',
+        '{"x": ' + "9" * 55 + "}",
+        '{"x": -' + "1" * 55 + "}",
+        '{"x": 1.5, "y": [1, -2e3]}',
+        '{"x": 1e999}',
+        '{"x": -1e400}',
+        '{"x": NaN}',
+        '{"x": Infinity}',
+        '{"x": -Infinity}',
+        '{"x": 01}',
+        '{"x": 1} ',
+        '{"x": 1}{}',
+        '{"x": }',
+        "{",
+    ],
+)
+def test_the_short_scan_matches_the_general_decode_near_its_limits(raw: str) -> None:
+    assert len(raw) <= MAX_ARGUMENT_DEPTH  # short enough for the one scan
+    _matches_the_general_decode(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.dictionaries(
+        st.text(alphabet="xy", max_size=2),
+        st.one_of(
+            st.integers(min_value=-(10**40), max_value=10**40),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.booleans(),
+            st.none(),
+        ),
+        max_size=2,
+    )
+)
+def test_short_numbers_decode_as_the_general_decode_reads_them(
+    value: dict[str, Any],
+) -> None:
+    raw = json.dumps(value)
+    got = _matches_the_general_decode(raw)
+    if len(raw) <= MAX_ARGUMENT_DEPTH:
+        assert got == ("ok", value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(raw=json_texts)
+def test_the_shared_decoder_decodes_as_json_loads_with_the_hooks(raw: str) -> None:
+    def general(text: str) -> object:
+        return json.loads(
+            text,
+            parse_constant=_arguments._reject_constant,
+            parse_int=_arguments._parse_int,
+            parse_float=_arguments._parse_float,
+        )
+
+    fast, slow = outcome_of(_arguments._decode, raw), outcome_of(general, raw)
+    if fast[0] == "ok" and slow[0] == "ok" and fast[1] != fast[1]:
+        return  # NaN is refused by the hooks, so this is unreachable; keep it total
+    assert fast == slow
+
+
+# --------------------------------------------------------------------------- the field check
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    value=st.dictionaries(
+        st.sampled_from(["a", "b", "c", "d", "x"]),
+        st.one_of(st.integers(), st.text(max_size=3), st.none()),
+    )
+)
+def test_the_argument_check_with_known_keys_matches_the_one_without(
+    value: dict[str, object],
+) -> None:
+    @tool
+    async def spec_of(a: int, b: str = "", c: int | None = None) -> str:
+        return ""
+
+    spec = spec_of._arguments
+    assert isinstance(spec, ArgumentsSpec)
+    assert spec.keys == frozenset({"a", "b", "c"})
+    fields = spec.fields
+    with_keys = outcome_of(convert_fields, fields, value, "", "argument", spec.keys)
+    without = outcome_of(convert_fields, fields, value, "", "argument")
+    assert with_keys == without
+
+
+def test_the_known_keys_are_no_part_of_the_spec_equality() -> None:
+    @tool
+    async def one(a: int) -> str:
+        return ""
+
+    spec = one._arguments
+    same = ArgumentsSpec(spec.fields)
+    assert same == spec and hash(same) == hash(spec)
+    assert repr(same) == repr(spec) and "keys" not in repr(spec)

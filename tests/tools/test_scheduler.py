@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from dsh_trio.errors import (
     InvalidSpliceError,
     ToolDefinitionError,
 )
-from dsh_trio.tools import Tool, ToolContext, ToolRegistry, ToolResult, tool
+from dsh_trio.tools import Tool, ToolContext, ToolRegistry, ToolResult, _scheduler, tool
 from dsh_trio.values import (
     ImageBlock,
     TextBlock,
@@ -31,6 +32,7 @@ from .conftest import (
     describe,
     drive,
     make_agent,
+    registry_of,
     results,
     text_of,
 )
@@ -65,13 +67,6 @@ def gated(gates: Gates, *, name: str = "gated", parallel_safe: bool = True) -> T
         return f"done {ctx.call_id}"
 
     return tool(name=name, parallel_safe=parallel_safe)(body)
-
-
-def registry_of(*tools: Tool, cap: int = 10) -> ToolRegistry:
-    registry = ToolRegistry(max_parallel_tool_calls=cap)
-    for t in tools:
-        registry.register(t)
-    return registry
 
 
 # --------------------------------------------------------------------------- ordering and the pool
@@ -226,6 +221,27 @@ async def test_consecutive_exclusive_calls_run_one_at_a_time(agent: FakeAgent) -
 
 
 # --------------------------------------------------------------------------- cancellation
+
+
+async def test_the_status_cancel_check_matches_the_deadline_check() -> None:
+    """Whether a call still runs is read from the task's cancel status: it must say
+    what the effective deadline says, inside shields and nested scopes too."""
+
+    def both() -> tuple[bool, bool]:
+        return (
+            _scheduler._scope_cancelled(),
+            trio.current_effective_deadline() == -math.inf,
+        )
+
+    assert both() == (False, False)
+    with trio.CancelScope() as outer:  # noqa: ASYNC100  # read synchronously
+        assert both() == (False, False)
+        outer.cancel()
+        assert both() == (True, True)
+        with trio.CancelScope(shield=True):  # noqa: ASYNC100  # read synchronously
+            assert both() == (False, False)
+        with trio.CancelScope():  # noqa: ASYNC100  # read synchronously
+            assert both() == (True, True)
 
 
 async def test_t15_cancel_from_an_exclusive_body(agent: FakeAgent) -> None:

@@ -53,6 +53,7 @@ from ._store import (
     with_store,
 )
 from ._transcript import find_log, read_log, render_transcript
+from ._worker import add_worker_command, run_worker
 
 __all__ = ["build_parser", "main"]
 
@@ -247,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_session_dir(repair)
     add_composition(commands, chat)
     add_store_commands(commands, chat, sessions, show)
+    add_worker_command(commands)
     return parser
 
 
@@ -294,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sessions": _sessions,
             "show": _show,
             "repair": _repair,
+            "worker": run_worker,
             **store_commands(args),
         }
         return (commands.get(args.command) or args.run)(args)

@@ -34,9 +34,11 @@ from ._frames import (
 
 _PAYLOAD_NAMES = frozenset(
     {
+        "AgentActivated",
         "AgentCreated",
         "AgentDisposed",
         "AgentErrorEvent",
+        "AgentPassivated",
         "AgentStatusChanged",
         "AssistantStream",
         "ConfigStartFailed",
@@ -54,9 +56,11 @@ _PAYLOAD_NAMES = frozenset(
 
 if TYPE_CHECKING:
     from ..loop import (
+        AgentActivated as AgentActivated,
         AgentCreated as AgentCreated,
         AgentDisposed as AgentDisposed,
         AgentErrorEvent as AgentErrorEvent,
+        AgentPassivated as AgentPassivated,
         AgentStatusChanged as AgentStatusChanged,
         AssistantStream as AssistantStream,
         ConfigStartFailed as ConfigStartFailed,
@@ -91,9 +95,11 @@ __all__ = [
     "StreamFrame",
     "StreamOutcome",
     "StreamStartFrame",
+    "AgentActivated",
     "AgentCreated",
     "AgentDisposed",
     "AgentErrorEvent",
+    "AgentPassivated",
     "AgentStatusChanged",
     "AssistantStream",
     "ConfigStartFailed",

@@ -29,6 +29,8 @@ __all__ = [
 EVENT_NAMES: tuple[str, ...] = (
     "agent/created",
     "agent/disposed",
+    "agent/activated",
+    "agent/passivated",
     "agent/status",
     "agent/error",
     "agent/inbox/inserted",
@@ -46,6 +48,8 @@ EVENT_NAMES: tuple[str, ...] = (
 EMIT_EVENT_NAMES: frozenset[str] = frozenset(
     {
         "agent/disposed",
+        "agent/activated",
+        "agent/passivated",
         "agent/status",
         "agent/error",
         "agent/inbox/inserted",

@@ -35,6 +35,7 @@ __all__ = [
     "guard_logs",
     "redact",
     "redact_all",
+    "redact_live_secrets",
     "repair_unicode",
     "shown_url",
     "url_password",
@@ -348,6 +349,27 @@ _guards_lock = threading.Lock()
 def _live_secrets() -> list[str]:
     with _guards_lock:
         return [secret for guard in _guards for secret in guard.secrets]
+
+
+def redact_live_secrets(text: str) -> str:
+    """``text`` with the secret of every live model adapter redacted (:func:`redact` rules).
+
+    The secrets are those :func:`guard_logs` holds for as long as their adapter lives
+    (an adapter's API key and the password of its base URL), so a string built from
+    anything a request or its route carries can be shown without them. ``text`` itself
+    is returned when no secret is live or none occurs in it. Never blocks.
+
+    Example::
+
+        >>> from dsh_trio.llm._redact import guard_logs, redact_live_secrets
+        >>> guard = guard_logs("sk-0123456789abcdef")  # an adapter with this key lives
+        >>> redact_live_secrets("model m-sk-0123456789abcdef")
+        'model m-***'
+    """
+    secrets = _live_secrets()
+    if not secrets:
+        return text
+    return redact_all(text, secrets)
 
 
 class _SecretFilter(logging.Filter):

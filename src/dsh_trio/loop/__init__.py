@@ -11,9 +11,11 @@ from ._initiator import (
     require_initiator as require_initiator,
 )
 from ._payloads import (
+    AgentActivated as AgentActivated,
     AgentCreated as AgentCreated,
     AgentDisposed as AgentDisposed,
     AgentErrorEvent as AgentErrorEvent,
+    AgentPassivated as AgentPassivated,
     AgentStatusChanged as AgentStatusChanged,
     AssistantStream as AssistantStream,
     ConfigStartFailed as ConfigStartFailed,

@@ -20,9 +20,11 @@ if TYPE_CHECKING:
     from ._signal import CancelSignal
 
 __all__ = [
+    "AgentActivated",
     "AgentCreated",
     "AgentDisposed",
     "AgentErrorEvent",
+    "AgentPassivated",
     "AgentStatusChanged",
     "AssistantStream",
     "ConfigStartFailed",
@@ -57,6 +59,21 @@ class AgentCreated:
 @attrs.frozen(eq=False, weakref_slot=False)
 class AgentDisposed:
     """``agent/disposed`` (emit): the agent left the registry."""
+
+    agent: Agent
+
+
+@attrs.frozen(eq=False, weakref_slot=False)
+class AgentActivated:
+    """``agent/activated`` (emit): ``runtime.serve`` took the agent's session and published it."""
+
+    agent: Agent
+
+
+@attrs.frozen(eq=False, weakref_slot=False)
+class AgentPassivated:
+    """``agent/passivated`` (emit): ``runtime.serve`` flushed and disposed the idle agent
+    and released its session's lease (its next mail activates it again)."""
 
     agent: Agent
 

@@ -23,6 +23,7 @@ from ..errors import (
 from ..events import AgentCreated, AgentDisposed
 from ..loop import Agent, AgentConfigError, AgentScope, AgentWork, CancelSignal
 from ..persistence import SessionRecorder, SessionWriter, load_session
+from ..persistence.postgres import PostgresWriter
 from ..session import Session
 from ..values import (
     AgentOptions,
@@ -152,6 +153,28 @@ class AgentRegistry:
         """The handle of a live agent (the runtime's own reference to it)."""
         entry = self._entry_of(agent)
         return entry.handle if entry is not None else None
+
+    def pg_writer(self, session_id: str) -> PostgresWriter | None:
+        """The PostgreSQL writer of the live agent ``session_id``, if it writes to one.
+
+        Runtime use only (mail delivery acknowledges through it).
+        """
+        entry = self._entries.get(SessionId(session_id))
+        if entry is None or entry.recorder is None:
+            return None
+        writer = entry.recorder.writer
+        return writer if isinstance(writer, PostgresWriter) else None
+
+    def wake(self, session_id: str) -> None:
+        """Start a turn for the pending input of the idle agent ``session_id``.
+
+        Runtime use only: a worker activating a resumed session whose inbox still
+        holds messages (a resumed agent starts no turn by itself). Does nothing
+        for an agent that is not live or not idle. Synchronous.
+        """
+        entry = self._entries.get(SessionId(session_id))
+        if entry is not None and entry.published and entry.agent.inbox.has_pending:
+            entry.work.wake()
 
     def published_handle(self, session_id: SessionId) -> AgentHandle | None:
         """The handle of ``session_id`` once its creation completed, else ``None``.

@@ -26,7 +26,7 @@ from ._jsonl_lines import parse_header
 from ._jsonl_paths import check_id
 from ._pg_pool import Conn, Pool, fetch_one, import_psycopg
 
-__all__ = ["check_stored_id", "decode_rows", "read_rows"]
+__all__ = ["check_stored_id", "decode_rows", "read_rows", "read_tail"]
 
 _EVENTS: Final = (
     "SELECT seq, line FROM dsh_trio.events WHERE session_id = %s ORDER BY seq"
@@ -156,4 +156,38 @@ def decode_rows(
                 )
             events.admit(event, line, checked)
     del header
+    return events
+
+
+def read_tail(
+    pool: Pool, conn: Conn, session_id: str, start: int
+) -> list[SessionEvent]:
+    """The stored events of ``session_id`` from seq ``start`` on, decoded (blocking).
+
+    A session not stored yet has none. Rows are committed whole batches, so the
+    events end at a batch boundary.
+
+    Raises:
+        SessionCorruptError: a row is not a valid event.
+    """
+    where = f'stored session "{session_id}"'
+    cursor = conn.cursor()
+    cursor.adapters.register_loader("text", _raw_loader())
+    pool.count("read")
+    events: list[SessionEvent] = []
+    rows = cursor.execute(
+        "SELECT seq, line FROM dsh_trio.events WHERE session_id = %s AND seq >= %s"
+        " ORDER BY seq",
+        (session_id, start),
+    ).fetchall()
+    for seq, line in rows:
+        try:
+            event, _checked = decode_event(parse_json_line(line), seq)
+        except (ValueError, SessionCorruptError, RecursionError) as exc:
+            raise SessionCorruptError(
+                f"{where}, seq {seq}: {exc}; the row is not a valid event",
+                seq=seq,
+                line=seq + 2,
+            ) from exc
+        events.append(event)
     return events

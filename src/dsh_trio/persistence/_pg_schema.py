@@ -16,6 +16,11 @@ Tables:
 - ``leases(session_id, owner, epoch, token, taken_at)``: the write lease of a
   session; live while its owner's row has the same epoch and has not expired.
 - ``lease_tokens``: the sequence fencing tokens are drawn from (strictly increasing).
+- ``mailbox(id, session_id, kind, body, message_id, posted_at)`` (version 2): mail
+  to a session not yet delivered into its inbox; ``kind`` is ``followup``,
+  ``steer`` or ``cancel``, ``body`` the JSON of the message or of the cancel. The
+  holder of the session's lease deletes a row in the transaction that writes the
+  inbox splice it caused.
 """
 
 from __future__ import annotations
@@ -59,6 +64,20 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
                 taken_at timestamptz NOT NULL DEFAULT now()
             )""",
             "CREATE SEQUENCE dsh_trio.lease_tokens",
+        ),
+    ),
+    (
+        2,
+        (
+            """CREATE TABLE dsh_trio.mailbox (
+                id bigserial PRIMARY KEY,
+                session_id text NOT NULL,
+                kind text NOT NULL CHECK (kind IN ('followup', 'steer', 'cancel')),
+                body text NOT NULL,
+                message_id text,
+                posted_at timestamptz NOT NULL DEFAULT clock_timestamp()
+            )""",
+            "CREATE INDEX mailbox_session ON dsh_trio.mailbox (session_id, id)",
         ),
     ),
 )

@@ -3,7 +3,9 @@
 Each batch is one transaction: lock the session's lease row, check this writer's
 fencing token and the lease's life, check the stored ``next_seq`` is where this
 writer left it, insert the events (``COPY``) and move ``next_seq`` on. Nothing of a
-refused or failed batch is kept. Durability maps onto ``synchronous_commit``: a
+refused or failed batch is kept. Mail the batch delivered (:meth:`PostgresWriter.ack_mail`)
+is deleted in the same transaction, and a batch holding a ``turn/end`` notifies
+the turn channel when it commits. Durability maps onto ``synchronous_commit``: a
 synced batch commits only once its WAL is flushed; an unsynced one returns first.
 """
 
@@ -19,6 +21,7 @@ from ..errors import PersistenceSeqError, SessionExistsError, SessionLeaseError
 from ..values import SessionEvent, SessionHeader
 from ._jsonl_lines import encode_events, encode_header
 from ._pg_lease import check_lease_sync, release_lease
+from ._pg_mail import TURN_CHANNEL, delete_mail
 from ._pg_pool import Conn, describe_dsn, fetch_one
 
 if TYPE_CHECKING:
@@ -57,6 +60,8 @@ class PostgresWriter:
     _unsynced: bool = attrs.field(init=False, default=False)
     _closed: bool = attrs.field(init=False, default=False)
     _lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    # Mail to delete with the batch that writes a seq: (seq, mail row id).
+    _acks: list[tuple[int, int]] = attrs.field(init=False, factory=list)
 
     @property
     def header(self) -> SessionHeader:
@@ -72,6 +77,32 @@ class PostgresWriter:
     def token(self) -> int:
         """This writer's fencing token (strictly greater than every earlier one)."""
         return self._token
+
+    def ack_mail(self, seq: int, mail_id: int) -> None:
+        """Delete mail row ``mail_id`` in the transaction that writes event ``seq``.
+
+        The event is the inbox splice the mail caused: the two commit together or
+        not at all, so the mail is delivered exactly once. Synchronous.
+        """
+        self._acks.append((seq, mail_id))
+
+    async def settle_mail(self, mail_ids: Sequence[int]) -> None:
+        """Delete mail rows that caused no event, in one transaction under this lease.
+
+        Raises:
+            SessionLeaseError: the lease was taken over or expired (nothing deleted).
+            ConnectionError: the server failed.
+        """
+        ids = list(mail_ids)
+        sid = self._header.id
+        pool = self._owner._pool
+
+        def settle(conn: Conn) -> None:
+            with conn.transaction():
+                check_lease_sync(pool, conn, sid, self._token, sync=False)
+                delete_mail(pool, conn, ids, session_id=sid)
+
+        await pool.run(settle)
 
     @property
     def _materialised(self) -> bool:
@@ -109,14 +140,26 @@ class PostgresWriter:
             if not events and not (sync and self._unsynced):
                 await trio.lowlevel.checkpoint()
                 return
-            await self.append_lines(event_lines(events), sync=sync)
+            ended = any(ev.type == "turn/end" for ev in events)
+            await self.append_lines(event_lines(events), sync=sync, ended=ended)
 
-    async def append_lines(self, lines: Sequence[str], *, sync: bool) -> None:
-        """Write already encoded v3 lines (the caller holds the lock or the only reference)."""
+    async def append_lines(
+        self, lines: Sequence[str], *, sync: bool, ended: bool = False
+    ) -> None:
+        """Write already encoded v3 lines (the caller holds the lock or the only reference).
+
+        ``ended``: the lines hold a ``turn/end`` (the commit notifies the turn channel).
+        """
         if not lines and not self._stored:
             await trio.lowlevel.checkpoint()
             return
-        await self._owner._pool.run(lambda conn: self.write_sync(conn, lines, sync))
+        end = self._durable_seq + len(lines)
+        due = [mail for seq, mail in self._acks if seq < end]
+        await self._owner._pool.run(
+            lambda conn: self.write_sync(conn, lines, sync, mail=due, ended=ended)
+        )
+        if due:
+            self._acks = [(seq, mail) for seq, mail in self._acks if seq >= end]
 
     async def close(self) -> None:
         """Commit what is unsynced durably (unless durability is ``"none"``), release the lease.
@@ -144,18 +187,37 @@ class PostgresWriter:
 
     # ---- worker-thread side
 
-    def write_sync(self, conn: Conn, lines: Sequence[str], sync: bool) -> None:
-        """Write ``lines`` in one transaction on ``conn`` and move the writer on (blocking)."""
+    def write_sync(
+        self,
+        conn: Conn,
+        lines: Sequence[str],
+        sync: bool,
+        *,
+        mail: Sequence[int] = (),
+        ended: bool = False,
+    ) -> None:
+        """Write ``lines`` in one transaction on ``conn`` and move the writer on (blocking).
+
+        ``mail``: mail rows the lines deliver, deleted in the same transaction;
+        ``ended``: the lines hold a ``turn/end`` (the commit notifies it).
+        """
         header = None
         if not self._stored:
             header = encode_header(self._header)[:-1].decode("utf-8")
-        self._append_sync(conn, lines, header, sync)
+        self._append_sync(conn, lines, header, sync, mail=mail, ended=ended)
         self._stored = True
         self._durable_seq += len(lines)
         self._unsynced = not sync
 
     def _append_sync(
-        self, conn: Conn, lines: Sequence[str], header: str | None, sync: bool
+        self,
+        conn: Conn,
+        lines: Sequence[str],
+        header: str | None,
+        sync: bool,
+        *,
+        mail: Sequence[int] = (),
+        ended: bool = False,
     ) -> None:
         pool = self._owner._pool
         sid = self._header.id
@@ -197,6 +259,12 @@ class PostgresWriter:
                 with conn.cursor() as cursor, cursor.copy(_COPY) as copy:
                     for i, line in enumerate(lines):
                         copy.write_row((sid, first + i, line))
+            if mail:
+                delete_mail(pool, conn, mail, session_id=sid)
+            if ended:
+                pool.execute(
+                    conn, "mail", "SELECT pg_notify(%s, %s)", (TURN_CHANNEL, sid)
+                )
 
     def _close_sync(self, conn: Conn) -> None:
         try:

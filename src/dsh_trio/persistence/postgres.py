@@ -24,18 +24,37 @@ from ..values import FORMAT_VERSION, SessionEvent, SessionHeader
 from ._conninfo import mask_conninfo
 from ._jsonl_lines import encode_header, parse_header
 from ._jsonl_paths import check_new_id
-from ._pg_lease import Heartbeat, release_lease, take_lease
+from ._pg_lease import Heartbeat, Lease, release_lease, take_lease
+from ._pg_mail import (
+    MAIL_CHANNEL,
+    TURN_CHANNEL,
+    Listener,
+    Mail,
+    claim_sessions,
+    post_mail,
+    read_mail,
+    sessions_with_mail,
+)
 from ._pg_pool import Conn, Pool, describe_dsn, fetch_one
-from ._pg_read import check_stored_id, decode_rows, read_rows
+from ._pg_read import check_stored_id, decode_rows, read_rows, read_tail
 from ._pg_transfer import export_session, import_session
 from ._pg_writer import PostgresWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from ._persistence import Durability
 
-__all__ = ["PostgresPersistence", "export_session", "import_session", "mask_conninfo"]
+__all__ = [
+    "MAIL_CHANNEL",
+    "TURN_CHANNEL",
+    "Mail",
+    "PostgresPersistence",
+    "PostgresWriter",
+    "export_session",
+    "import_session",
+    "mask_conninfo",
+]
 
 _DURABILITIES: Final = ("turn", "always", "none")
 
@@ -56,6 +75,13 @@ class PostgresPersistence:
     every ``lease_s / 3``); a process that dies loses its leases after at most
     ``lease_s``.
 
+    Mail to sessions (``runtime.sessions.followup`` and its kin, ``runtime.serve``)
+    is a table of the same schema; waiting processes ``LISTEN`` for notifications
+    (``listen``, one connection per store) and look again every ``poll_s``
+    seconds whatever they heard, so a lost notification only delays them. Turn
+    ``listen`` off where notifications cannot reach a client (a pooler in
+    transaction mode): then they poll only.
+
     Example::
 
         persistence = PostgresPersistence("postgresql://app@db/agents")
@@ -67,18 +93,25 @@ class PostgresPersistence:
         durability: the commit policy.
         lease_s: how long a lease outlives its process's last heartbeat.
         pool_size: the most connections (and worker threads) used at once.
+        poll_s: how often mail and turn waits look again without a notification.
+        listen: whether to ``LISTEN`` for notifications (else poll only).
 
     Raises:
         ValueError: ``durability`` is not one of the three policies, or
-            ``lease_s`` or ``pool_size`` is not positive.
+            ``lease_s``, ``pool_size`` or ``poll_s`` is not positive.
     """
 
     dsn: str
     durability: Durability = attrs.field(default="turn", kw_only=True)
     lease_s: float = attrs.field(default=30.0, kw_only=True)
     pool_size: int = attrs.field(default=4, kw_only=True)
+    poll_s: float = attrs.field(default=1.0, kw_only=True)
+    listen: bool = attrs.field(default=True, kw_only=True)
     _pool: Pool = attrs.field(init=False)
     _heartbeat: Heartbeat = attrs.field(init=False)
+    _listener: Listener = attrs.field(init=False)
+    # Leases taken by claim_mail and not yet opened, by session id.
+    _reserved: dict[str, Lease] = attrs.field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if self.durability not in _DURABILITIES:
@@ -88,8 +121,12 @@ class PostgresPersistence:
         lease_s: object = self.lease_s
         if not (isinstance(lease_s, (int, float)) and lease_s > 0):
             raise ValueError(f"lease_s must be a positive number, got {self.lease_s!r}")
+        poll_s: object = self.poll_s
+        if not (isinstance(poll_s, (int, float)) and poll_s > 0):
+            raise ValueError(f"poll_s must be a positive number, got {self.poll_s!r}")
         self._pool = Pool(self.dsn, self.pool_size)
         self._heartbeat = Heartbeat(self._pool, float(self.lease_s))
+        self._listener = Listener(self._pool, float(self.poll_s))
 
     def __repr__(self) -> str:
         return f"PostgresPersistence({self.location!r}, durability={self.durability!r})"
@@ -133,11 +170,18 @@ class PostgresPersistence:
                 f"version {FORMAT_VERSION}",
                 version=header.version,
             )
-        lease = await self._pool.run(
-            lambda conn: take_lease(
-                self._pool, self._heartbeat, conn, header.id, new=True
+        reserved = self._reserved.pop(header.id, None)
+        if reserved is not None and reserved.header is None:
+            await trio.lowlevel.checkpoint()
+            lease = reserved
+        else:
+            if reserved is not None:  # stored meanwhile: let it go, fail as ever
+                await self._release(header.id, reserved.token)
+            lease = await self._pool.run(
+                lambda conn: take_lease(
+                    self._pool, self._heartbeat, conn, header.id, new=True
+                )
             )
-        )
         self._heartbeat.hold()
         return PostgresWriter(self, header, 0, token=lease.token, stored=False)
 
@@ -160,8 +204,9 @@ class PostgresPersistence:
             ConnectionError: the server cannot be reached.
         """
         check_stored_id(session_id)
+        reserved = self._reserved.pop(session_id, None)
         header, events, token = await self._pool.run(
-            lambda conn: self._open_sync(conn, session_id)
+            lambda conn: self._open_sync(conn, session_id, reserved)
         )
         self._heartbeat.hold()
         writer = PostgresWriter(self, header, len(events), token=token, stored=True)
@@ -213,6 +258,97 @@ class PostgresPersistence:
             decode_rows, header, lines, session_id
         )
 
+    # ---- mail (runtime.sessions and runtime.serve use these)
+
+    async def post_mail(
+        self, session_id: str, kind: str, body: str, message_id: str | None = None
+    ) -> int:
+        """Store one mail to ``session_id`` and notify it (one transaction); its row id.
+
+        ``kind`` is ``"followup"``, ``"steer"`` or ``"cancel"``; ``body`` its JSON.
+
+        Raises:
+            InvalidSessionIdError: as :meth:`open`.
+            ConnectionError: the server cannot be reached.
+        """
+        check_stored_id(session_id)
+        return await self._pool.run(
+            lambda conn: post_mail(self._pool, conn, session_id, kind, body, message_id)
+        )
+
+    async def read_mail(self, session_id: str, after: int = 0) -> builtins.list[Mail]:
+        """The undelivered mail of ``session_id`` above row id ``after``, oldest first."""
+        return await self._pool.run(
+            lambda conn: read_mail(self._pool, conn, session_id, after)
+        )
+
+    async def sessions_with_mail(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of ``session_ids`` have undelivered mail."""
+        ids = builtins.list(session_ids)
+        return await self._pool.run(
+            lambda conn: sessions_with_mail(self._pool, conn, ids)
+        )
+
+    async def claim_mail(
+        self, limit: int, *, skip: Sequence[str] = ()
+    ) -> builtins.list[tuple[str, bool]]:
+        """Take the leases of up to ``limit`` sessions with mail whose lease is free or expired.
+
+        Returns ``(session_id, stored)`` pairs. The leases are held for this
+        process: the next :meth:`open` (``stored``) or :meth:`create` (not
+        ``stored``) of each id uses its lease; :meth:`release_claim` lets one go.
+        ``skip`` names sessions not to claim.
+        """
+        skipped = builtins.list(skip)
+        taken = await self._pool.run(
+            lambda conn: claim_sessions(
+                self._pool, self._heartbeat, conn, limit, skip=skipped
+            )
+        )
+        claimed: builtins.list[tuple[str, bool]] = []
+        for sid, lease in taken.items():
+            old = self._reserved.pop(sid, None)
+            if old is not None:  # pragma: no cover - a claim left unopened
+                await self._release(sid, old.token)
+            self._reserved[sid] = lease
+            claimed.append((sid, lease.header is not None))
+        return claimed
+
+    async def release_claim(self, session_id: str) -> None:
+        """Let go of a lease :meth:`claim_mail` took and nothing opened (shielded)."""
+        lease = self._reserved.pop(session_id, None)
+        if lease is None:
+            await trio.lowlevel.checkpoint()
+            return
+        with trio.CancelScope(shield=True):
+            await self._release(session_id, lease.token)
+
+    async def _release(self, session_id: str, token: int) -> None:
+        await self._pool.run(
+            lambda conn: release_lease(self._pool, conn, session_id, token)
+        )
+
+    async def read_from(self, session_id: str, seq: int) -> builtins.list[SessionEvent]:
+        """The stored events of ``session_id`` from ``seq`` on (no lease; ``[]`` if absent)."""
+        check_stored_id(session_id)
+        return await self._pool.run(
+            lambda conn: read_tail(self._pool, conn, session_id, seq)
+        )
+
+    def subscribe(self, callback: Callable[[str, str], None]) -> Callable[[], None]:
+        """Call ``callback(channel, session_id)`` on every mail and turn-end notification.
+
+        Returns the unsubscriber. Synchronous; without ``listen`` nothing is ever
+        heard (subscribers poll).
+        """
+        if not self.listen:
+            return _nothing
+        return self._listener.subscribe(callback)
+
+    async def listening(self) -> None:
+        """Wait until the notifications of :meth:`subscribe` flow (at most ``poll_s``)."""
+        await self._listener.ready(self.poll_s)
+
     async def aclose(self) -> None:
         """Close the pooled connections (open writers keep working; new ones reconnect)."""
         await trio.to_thread.run_sync(self._pool.close_sync)
@@ -220,9 +356,14 @@ class PostgresPersistence:
     # ---- worker-thread side
 
     def _open_sync(
-        self, conn: Conn, session_id: str
+        self, conn: Conn, session_id: str, reserved: Lease | None = None
     ) -> tuple[SessionHeader, Sequence[SessionEvent], int]:
-        lease = take_lease(self._pool, self._heartbeat, conn, session_id, new=False)
+        if reserved is not None and reserved.header is not None:
+            lease = reserved
+        else:
+            if reserved is not None:  # reserved while not stored: take it afresh
+                release_lease(self._pool, conn, session_id, reserved.token)
+            lease = take_lease(self._pool, self._heartbeat, conn, session_id, new=False)
         try:
             header, lines = read_rows(self._pool, conn, session_id)
             if len(lines) != lease.next_seq:
@@ -250,6 +391,10 @@ class PostgresPersistence:
             except (SessionCorruptError, SessionFormatError):
                 continue
         return headers
+
+
+def _nothing() -> None:
+    return None
 
 
 def _where(session_id: str) -> str:

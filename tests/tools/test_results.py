@@ -1,15 +1,13 @@
-"""The shortcuts of a tool call give what the general path gives.
+"""What a tool body's return value becomes in the log, however the call ran.
 
-Each shortcut (the shared JSON decoder, the unchecked result block of plain ASCII
-text, the result appended without a second shape check, the one-call answer check
-after a step) is compared with the general path it stands in for, on generated
-input: the same value or the same error, the same events.
+A plain text result is settled without the general check, appended without a second
+shape check, and a body that takes no context gets none made; a batch of calls and
+single calls log the same; a call left without a result after a step gets exactly one
+stand-in. Each is compared with the general path on generated values: the same
+value or the same error, the same events.
 """
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 import pytest
 import trio
@@ -20,10 +18,8 @@ from dsh_trio.loop import CancelSignal
 from dsh_trio.loop._answers import answer_calls
 from dsh_trio.session import Session
 from dsh_trio.session._admission import typed_event_data
-from dsh_trio.tools import ToolContext, ToolResult, _arguments, _outcome, tool
-from dsh_trio.tools._arguments import ArgumentsSpec
+from dsh_trio.tools import ToolContext, ToolResult, _outcome, tool
 from dsh_trio.tools._scheduler import _Run
-from dsh_trio.tools._specs import convert_fields
 from dsh_trio.values import (
     ImageBlock,
     MessageId,
@@ -37,8 +33,7 @@ from dsh_trio.values import (
     UserMessage,
 )
 
-from .conftest import FakeAgent, call, drive, make_agent
-from .test_scheduler import registry_of
+from .conftest import FakeAgent, call, drive, make_agent, registry_of
 
 FAST = settings(
     max_examples=150,
@@ -46,82 +41,20 @@ FAST = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
-
-def _outcome_of(fn: Any, *args: Any) -> tuple[str, object]:
-    """``("ok", value)`` or ``("error", (type, message))`` of ``fn(*args)``."""
-    try:
-        return "ok", fn(*args)
-    except Exception as exc:  # the comparison is the point
-        return "error", (type(exc), str(exc))
-
-
-# --------------------------------------------------------------------------- decoding
-
-json_texts = st.one_of(
-    st.text(),
-    st.text(alphabet='{}[]":,0123456789.eE-+ \\ufnrtalsNIy\ufeff\ud800'),
-    st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
-        max_leaves=12,
-    ).map(lambda v: json.dumps(v, ensure_ascii=False)),
-    st.sampled_from(["\ufeff{}", '\ufeff{"x": 1}', "{} x", "1e999", "NaN", "[1,]"]),
+#: What tool bodies return in the result-recording tests: text (plain, empty,
+#: non-ASCII, a lone surrogate), blocks, ToolResult variants and a non-text value.
+RESULT_VALUES: tuple[object, ...] = (
+    "plain",
+    "",
+    "caf\xe9",
+    "lone \ud800",
+    TextBlock("block"),
+    [TextBlock("a"), ImageBlock({"url": "x"})],
+    ToolResult("meta", meta={"k": [1, 2.5]}),
+    ToolResult("failed", is_error=True),
+    ToolResult("bad meta", meta=2**60),
+    42,
 )
-
-
-@FAST
-@given(raw=json_texts)
-def test_the_shared_decoder_decodes_as_json_loads_with_the_hooks(raw: str) -> None:
-    def general(text: str) -> object:
-        return json.loads(
-            text,
-            parse_constant=_arguments._reject_constant,
-            parse_int=_arguments._parse_int,
-            parse_float=_arguments._parse_float,
-        )
-
-    fast, slow = _outcome_of(_arguments._decode, raw), _outcome_of(general, raw)
-    if fast[0] == "ok" and slow[0] == "ok" and fast[1] != fast[1]:
-        return  # NaN is refused by the hooks, so this is unreachable; keep it total
-    assert fast == slow
-
-
-@FAST
-@given(
-    value=st.dictionaries(
-        st.sampled_from(["a", "b", "c", "d", "x"]),
-        st.one_of(st.integers(), st.text(max_size=3), st.none()),
-    )
-)
-def test_the_argument_check_with_known_keys_matches_the_one_without(
-    value: dict[str, object],
-) -> None:
-    @tool
-    async def spec_of(a: int, b: str = "", c: int | None = None) -> str:
-        return ""
-
-    spec = spec_of._arguments
-    assert isinstance(spec, ArgumentsSpec)
-    assert spec.keys == frozenset({"a", "b", "c"})
-    fields = spec.fields
-    with_keys = _outcome_of(convert_fields, fields, value, "", "argument", spec.keys)
-    without = _outcome_of(convert_fields, fields, value, "", "argument")
-    assert with_keys == without
-
-
-def test_the_known_keys_are_no_part_of_the_spec_equality() -> None:
-    @tool
-    async def one(a: int) -> str:
-        return ""
-
-    spec = one._arguments
-    same = ArgumentsSpec(spec.fields)
-    assert same == spec and hash(same) == hash(spec)
-    assert repr(same) == repr(spec) and "keys" not in repr(spec)
-
-
-# --------------------------------------------------------------------------- settling
-
 returns = st.one_of(
     st.text(),
     st.text(alphabet="ab\x00\x7f\xe9\ud800\udfff\U0001f600"),
@@ -137,6 +70,25 @@ returns = st.one_of(
     st.none(),
 )
 call_ids = st.one_of(st.just("call_1"), st.text(min_size=1, max_size=4))
+
+
+class Stop(BaseException):
+    """A body escaping with something that is not an ``Exception``."""
+
+
+def _shape(agent: FakeAgent) -> list[tuple[object, ...]]:
+    """The log without times and message ids."""
+    out: list[tuple[object, ...]] = []
+    for ev in agent.session.events:
+        d: object = ev.data
+        if isinstance(d, ToolResultData):
+            m = d.message
+            d = (d.turn, d.step, m.content, m.source, d.error, d.meta)
+        out.append((ev.seq, ev.type, d, ev.surface_op, ev.source_event_seqs))
+    return out
+
+
+# --------------------------------------------------------------------------- settling
 
 
 @FAST
@@ -173,19 +125,77 @@ def test_settling_plain_text_matches_the_checked_path(
         typed_event_data("tool/result", data, 5)
 
 
+@FAST
+@given(value=returns, call_id=call_ids)
+def test_settling_plain_text_without_a_context_matches_settling_with_one(
+    value: object, call_id: str
+) -> None:
+    @tool
+    async def body() -> str:
+        return ""
+
+    def context() -> ToolContext:
+        return ToolContext(agent=None, call_id=call_id, signal=CancelSignal())  # type: ignore[arg-type]
+
+    plain = _outcome._settle_plain(call_id, value)
+    general = _outcome._settle(body, context(), value)
+    if plain is not None:
+        assert plain == general
+        assert plain.checked == general.checked
+    else:
+        # Only plain ASCII text (with an ASCII call id) is settled without one.
+        assert not (type(value) is str and value.isascii() and call_id.isascii())
+
+
+# --------------------------------------------------------------------------- a body without a context
+
+
+async def _run_one(value: object, call_id: str, takes_context: bool) -> object:
+    """The log (and what escaped) of one call whose body gives back ``value``."""
+
+    def give() -> object:
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    if takes_context:
+
+        @tool(name="body")
+        async def with_context(ctx: ToolContext, x: int) -> object:
+            return give()
+
+        body = with_context
+    else:
+
+        @tool(name="body")
+        async def without_context(x: int) -> object:
+            return give()
+
+        body = without_context
+    agent = make_agent()
+    escaped: object = None
+    try:
+        await drive(registry_of(body), agent, [call(call_id, "body", '{"x": 1}')])
+    except (Stop, InvalidEventError) as exc:
+        escaped = repr(exc)
+    return escaped, _shape(agent)
+
+
+@pytest.mark.parametrize("call_id", ["c1", "caf\xe9", "lone \ud800"], ids=repr)
+@pytest.mark.parametrize(
+    "value",
+    [*RESULT_VALUES, None, ValueError("failed"), Stop("stopped")],
+    ids=repr,
+)
+async def test_a_body_without_a_context_logs_what_one_with_a_context_logs(
+    value: object, call_id: str
+) -> None:
+    without = await _run_one(value, call_id, takes_context=False)
+    with_context = await _run_one(value, call_id, takes_context=True)
+    assert without == with_context
+
+
 # --------------------------------------------------------------------------- appending
-
-
-def _shape(agent: FakeAgent) -> list[tuple[object, ...]]:
-    """The log without times and message ids."""
-    out: list[tuple[object, ...]] = []
-    for ev in agent.session.events:
-        d: object = ev.data
-        if isinstance(d, ToolResultData):
-            m = d.message
-            d = (d.turn, d.step, m.content, m.source, d.error, d.meta)
-        out.append((ev.seq, ev.type, d, ev.surface_op, ev.source_event_seqs))
-    return out
 
 
 async def _run_calls(value: object, n: int) -> tuple[str, list[tuple[object, ...]]]:
@@ -204,22 +214,6 @@ async def _run_calls(value: object, n: int) -> tuple[str, list[tuple[object, ...
     return "ok", _shape(agent)
 
 
-#: What tool bodies return in the result-recording tests: text (plain, empty,
-#: non-ASCII, a lone surrogate), blocks, ToolResult variants and a non-text value.
-RESULT_VALUES: tuple[object, ...] = (
-    "plain",
-    "",
-    "caf\xe9",
-    "lone \ud800",
-    TextBlock("block"),
-    [TextBlock("a"), ImageBlock({"url": "x"})],
-    ToolResult("meta", meta={"k": [1, 2.5]}),
-    ToolResult("failed", is_error=True),
-    ToolResult("bad meta", meta=2**60),
-    42,
-)
-
-
 @pytest.mark.parametrize("n", [1, 3])
 @pytest.mark.parametrize(
     "value", [*RESULT_VALUES, ValueError("lone \udc00 in a failure")], ids=repr
@@ -228,6 +222,7 @@ async def test_results_appended_without_the_second_check_match_checked_appends(
     value: object, n: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fast = await _run_calls(value, n)
+    # A position the append cannot vouch for sends every result through the check.
     monkeypatch.setattr(_Run, "_safe_position", lambda self, call: False)
     general = await _run_calls(value, n)
     assert fast == general
@@ -263,7 +258,7 @@ async def test_a_batch_and_single_calls_log_the_same_events() -> None:
     assert [t for _, t, *_ in _shape(single)] == ["tool/call", "tool/result"] * 2
 
 
-# --------------------------------------------------------------------------- answering
+# --------------------------------------------------------------------------- answering what is left
 
 
 def _log(entries: list[tuple[str, str]]) -> tuple[Session, int]:
@@ -304,33 +299,30 @@ entries = st.lists(
 
 @FAST
 @given(log=entries, call_id=st.sampled_from(["a", "b"]))
-def test_answering_one_call_matches_the_general_check(
-    log: list[tuple[str, str]], call_id: str, monkeypatch: pytest.MonkeyPatch
+def test_a_step_call_without_a_result_gets_one_stand_in(
+    log: list[tuple[str, str]], call_id: str
 ) -> None:
-    from dsh_trio.loop import _answers
-
+    """After a step, the one call of its message gets a stand-in result only when the
+    log holds none for it: ``TOOL_OUTCOME_UNKNOWN`` citing its first ``tool/call``
+    when that was written, else ``TOOL_NOT_STARTED`` citing nothing."""
+    session, mark = _log(log)
+    before = len(session.events)
     block = ToolCallBlock(call_id, "t", "")
-    logged = []
-    for general in (False, True):
-        session, mark = _log(log)
-        with monkeypatch.context() as m:
-            if general:
-                m.setattr(_answers, "_answered", lambda events, call_id: False)
-            answer_calls(
-                session, SessionId("s1"), 1, 1, [block], mark, None, CancelSignal()
-            )
-        logged.append(
-            [
-                (e.type, e.source_event_seqs, getattr(e.data, "error", None))
-                for e in session.events
-            ]
-        )
-    assert logged[0] == logged[1]
-    # And what either should do: a stand-in only for a call with no result.
-    added = logged[0][1 + len(log) :]
+    answer_calls(session, SessionId("s1"), 1, 1, [block], mark, None, CancelSignal())
+    added = [
+        (e.type, e.source_event_seqs, getattr(e.data, "error", None))
+        for e in session.events[before:]
+    ]
     if ("result", call_id) in log:
         assert added == []
-    else:
-        started = ("call", call_id) in log
-        code = "TOOL_OUTCOME_UNKNOWN" if started else "TOOL_NOT_STARTED"
-        assert [(t, err.code) for t, _, err in added] == [("tool/result", code)]
+        return
+    calls = [
+        e.seq
+        for e in session.events[mark:before]
+        if isinstance(e.data, ToolCallData) and e.data.call_id == call_id
+    ]
+    code = "TOOL_OUTCOME_UNKNOWN" if calls else "TOOL_NOT_STARTED"
+    cited = (calls[0],) if calls else None
+    assert [(t, seqs, err.code) for t, seqs, err in added] == [
+        ("tool/result", cited, code)
+    ]

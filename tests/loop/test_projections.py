@@ -1,11 +1,16 @@
-"""The per-step projections follow the session through its surface: with no replace op
-since the last look, only the surface nodes appended since are read, and the system
-prompt is not re-checked while its nodes and text are unchanged. Over random histories
-(appends, replacements, events off the surface) each must give exactly what the general
-path gives: a scan of every new event, a projection rebuilt from the surface."""
+"""The system prompt and the runtime context as each step proposes them.
+
+The projections follow the session through its surface. Over random histories
+(appends, replacements, events off the surface) the kept system-prompt projection
+appends exactly what one rebuilt at each look appends, and the kept context projection
+retains and proposes exactly what a scan of every new event gives; an unchanged prompt
+appends nothing while no system node comes; a step that claimed nothing proposes an
+empty batch; the prompt is what ``SystemPrompt.render`` gives.
+"""
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 from hypothesis import given, settings, strategies as st
@@ -16,8 +21,10 @@ from dsh_trio.loop._context import (
     RuntimeContextProjection,
     join_context_sections,
     render_context_sections,
+    render_prompt,
 )
 from dsh_trio.loop._prompt import SystemPromptProjection
+from dsh_trio.loop._steps import StepRequests
 from dsh_trio.session import Session
 from dsh_trio.values import (
     SYSTEM_PROMPT_PLUGIN,
@@ -155,25 +162,19 @@ def test_the_system_prompt_projection_appends_what_a_rebuilt_one_appends(
             fast.project(arg, turn=2, step=3)
             SystemPromptProjection(general_session).project(arg, turn=2, step=3)
             assert _trail(fast_session, start) == _trail(general_session, start)
-            assert fast._system_nodes() == [
-                s
-                for s in fast_session.surface
-                if fast_session.events[s].type == "system/message"
-            ]
 
 
-def test_an_unchanged_prompt_is_not_checked_again_until_its_nodes_change() -> None:
+def test_an_unchanged_prompt_appends_nothing_until_a_system_node_comes() -> None:
     session = Session.create()
     projection = SystemPromptProjection(session)
     projection.project("p", turn=1, step=1)  # appends the head node
-    projection.project("p", turn=1, step=1)  # checks it
-    assert projection._verified == "p"
+    projection.project("p", turn=1, step=1)
+    assert session.next_seq == 1
     session.append("user/message", dsh.user_message("hi"), surface_op="append")
-    projection.project("p", turn=1, step=2)  # no system node came: nothing to check
+    projection.project("p", turn=1, step=2)  # no system node came
     assert session.next_seq == 2
     session.append(*_message("system", "other"), surface_op="append")
     projection.project("p", turn=1, step=3)  # a new system node: normalised again
-    assert projection._verified == "p"
     last = session.events[-1]
     assert last.surface_op == SurfaceReplace(2, 2)
     assert isinstance(last.data, SystemMessageData)
@@ -205,3 +206,79 @@ def test_no_context_renders_nothing_without_building_a_snapshot() -> None:
         ContextSection("a", "one"),
         ContextSection("b", "two"),
     )
+
+
+def test_plain_appends_change_neither_projection() -> None:
+    session = Session.create()
+    prompt = SystemPromptProjection(session)
+    contexts = RuntimeContextProjection(session)
+    prompt.project("p", turn=1, step=1)
+    assert contexts.retained_text is None
+    for _ in range(3):
+        session.append("user/message", dsh.user_message("hi"), surface_op="append")
+    end = session.next_seq
+    prompt.project("p", turn=2, step=1)
+    assert session.next_seq == end  # nothing appended
+    assert contexts.project(()) is None
+    assert contexts.retained_text is None
+
+
+def test_a_sourced_user_message_after_a_look_is_retained() -> None:
+    session = Session.create()
+    contexts = RuntimeContextProjection(session)
+    assert contexts.retained_text is None
+    owned = UserMessage(
+        id=new_message_id(),
+        content=(dsh.TextBlock("snap"),),
+        source=PluginSource(SYSTEM_PROMPT_PLUGIN, form="snapshot"),
+    )
+    session.append("user/message", dsh.user_message("hi"), surface_op="append")
+    assert contexts.retained_text is None
+    session.append("user/message", owned, surface_op="append")
+    assert contexts.retained_text == "snap"
+
+
+# --------------------------------------------------------------------------- the step's proposal
+
+
+def test_a_step_that_claimed_nothing_proposes_an_empty_enter() -> None:
+    agent: Any = types.SimpleNamespace(
+        session=Session.create(), options=dsh.AgentOptions(), id="s"
+    )
+    requests = StepRequests(agent, types.SimpleNamespace())  # type: ignore[arg-type]
+    assert requests.proposal([], False) == dsh.Enter(())
+    message = dsh.user_message("hi")
+    proposed = requests.proposal([message], False)
+    assert proposed == dsh.Enter((message,))
+    assert proposed.messages[0] is message
+
+
+class _Composition:
+    def __init__(self, sections: list[tuple[str, Any]]) -> None:
+        self.sections = sections
+
+    def sections_for(self, agent: object) -> list[tuple[str, Any]]:
+        return self.sections
+
+    def contexts_for(self, agent: object) -> list[tuple[str, Any]]:
+        return []
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    own=st.lists(st.sampled_from(("", "one", "two")), max_size=2),
+    extra=st.lists(st.sampled_from(("", "three")), max_size=2),
+    composed=st.booleans(),
+)
+def test_the_prompt_is_what_render_gives(
+    own: list[str], extra: list[str], composed: bool
+) -> None:
+    prompt = dsh.SystemPrompt()
+    for k, text in enumerate(own):
+        prompt.add_section(f"s{k}", text)
+    sections = [(f"x{k}", text) for k, text in enumerate(extra)]
+    composition = _Composition(sections) if composed else None
+    services: Any = types.SimpleNamespace(prompt=prompt, composition=composition)
+    agent = object()
+    expected = prompt.render(agent, sections if composed else ())
+    assert render_prompt(services, agent) == expected
