@@ -47,6 +47,7 @@ LONGEST_FIRST = (
     "tests/test_benchmarks_smoke.py",
     "tests/properties/",
     "tests/cli/test_subprocess.py",
+    "tests/mcp/",
     "tests/persistence/test_durability_fds.py",
     "tests/persistence/postgres/",
     "tests/session/",

@@ -20,6 +20,7 @@ Example::
     trio.run(main)
 """
 
+from . import mcp as mcp
 from ._metadata import fixup_module_metadata as _fixup_module_metadata
 from .composition import (
     DefaultModel as DefaultModel,
@@ -44,6 +45,7 @@ from .errors import (
     InvalidSessionIdError as InvalidSessionIdError,
     InvalidSpliceError as InvalidSpliceError,
     LlmError as LlmError,
+    McpError as McpError,
     NoInitiatorError as NoInitiatorError,
     PersistenceError as PersistenceError,
     PersistenceNotConfiguredError as PersistenceNotConfiguredError,
@@ -207,6 +209,7 @@ _PUBLIC_MODULES = (
     "dsh_trio.composition",
     "dsh_trio.nursery",
     "dsh_trio.observe",
+    "dsh_trio.mcp",
 )
 
 for _public in _PUBLIC_MODULES:

@@ -46,6 +46,7 @@ __all__ = [
     "PresetLockedError",
     "AgentStartError",
     "ProfileError",
+    "McpError",
 ]
 
 
@@ -416,3 +417,24 @@ class ProfileError(DshError, ValueError):
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"profile {path}: {problem}")
         self.path = path
+
+
+class McpError(DshError):
+    """An MCP server could not be started, reached or listed, or a call to it failed.
+
+    Raised by ``dsh_trio.mcp.open_stdio`` / ``open_http`` when the server cannot be
+    started, the connection or the handshake fails, or its tool list cannot be read.
+    A tool call that fails this way becomes an error result, with ``code`` as its
+    error code. The message never holds the values of the headers given to the
+    connection, nor a URL's password.
+
+    Attributes:
+        code: ``MCP_UNAVAILABLE`` (not started or not reached), ``MCP_DISCONNECTED``
+            (the connection closed, e.g. the server process exited), ``MCP_CLOSED``
+            (its ``async with`` block has ended), ``MCP_ERROR`` (the server answered
+            with a JSON-RPC error, or with something that is not a valid result).
+    """
+
+    def __init__(self, message: str, *, code: str = "MCP_ERROR") -> None:
+        super().__init__(message)
+        self.code = code

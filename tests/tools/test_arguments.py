@@ -440,7 +440,8 @@ def test_the_argument_check_with_known_keys_matches_the_one_without(
     async def spec_of(a: int, b: str = "", c: int | None = None) -> str:
         return ""
 
-    spec: ArgumentsSpec = spec_of._arguments
+    spec = spec_of._arguments
+    assert isinstance(spec, ArgumentsSpec)
     assert spec.keys == frozenset({"a", "b", "c"})
     fields = spec.fields
     with_keys = outcome_of(convert_fields, fields, value, "", "argument", spec.keys)

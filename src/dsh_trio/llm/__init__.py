@@ -16,9 +16,14 @@ from ._assembler import BlockAssembler as BlockAssembler
 from ._deepseek import check_deepseek_model as check_deepseek_model
 from ._openai import OpenAICompatibleAdapter as OpenAICompatibleAdapter
 
-# The redaction of the live adapters' secrets, for what reports a request outside this
-# package (not part of the public API).
-from ._redact import redact_live_secrets as redact_live_secrets
+# ``redact_live_secrets``, the redaction of the live adapters' secrets, is for what
+# reports a request outside this package (not part of the public API).
+from ._redact import (
+    redact_all as redact_all,
+    redact_live_secrets as redact_live_secrets,
+    repair_unicode as repair_unicode,
+    shown_url as shown_url,
+)
 from ._registry import ModelRegistry as ModelRegistry, RetryPolicy as RetryPolicy
 from ._runtime import (
     ModelStream as ModelStream,
@@ -47,4 +52,7 @@ __all__ = [
     "error_chain",
     "OpenAICompatibleAdapter",
     "check_deepseek_model",
+    "redact_all",
+    "shown_url",
+    "repair_unicode",
 ]

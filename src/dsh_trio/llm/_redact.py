@@ -119,7 +119,17 @@ def cut_key_at_end(text: str, secret: str) -> int | None:
 
 
 def redact_all(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with each of ``secrets`` redacted (:func:`redact`), longest first."""
+    """``text`` with each of ``secrets`` redacted (:func:`redact`), longest first.
+
+    A secret of 8 characters or more is replaced wherever it occurs (and where a
+    cut-off start of it ends ``text``); a shorter one only where it stands as a
+    whole token. Never blocks.
+
+    Example::
+
+        >>> redact_all("refused Bearer tok-0123456789", ["Bearer tok-0123456789"])
+        'refused ***'
+    """
     for secret in sorted(secrets, key=len, reverse=True):
         text = redact(text, secret)
     return text

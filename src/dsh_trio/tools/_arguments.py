@@ -33,6 +33,7 @@ __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "MAX_INTEGER_DIGITS",
     "ArgumentsSpec",
+    "ObjectArguments",
     "parse_arguments",
 ]
 
@@ -90,6 +91,29 @@ class ArgumentsSpec:
                     f"argument {clip(exc.path, 120)!r}: {why}", tool=tool
                 ) from None
             raise ToolArgumentsError(why, tool=tool) from None
+
+
+@attrs.frozen
+class ObjectArguments:
+    """The argument check of a tool described by a JSON schema it was given.
+
+    The schema is not interpreted: any JSON object passes, whole, as the body's
+    ``arguments`` keyword argument (whoever runs the body checks it against the
+    schema, as an MCP server does).
+    """
+
+    def convert(self, arguments: object, tool: str) -> dict[str, object]:
+        """``{"arguments": arguments}`` for a JSON object.
+
+        Raises:
+            ToolArgumentsError: ``arguments`` is not a JSON object.
+        """
+        if not isinstance(arguments, dict):
+            raise ToolArgumentsError(
+                f"arguments must be a JSON object, got {json_kind(arguments)}",
+                tool=tool,
+            )
+        return {"arguments": arguments}
 
 
 def _reject_constant(name: str) -> object:

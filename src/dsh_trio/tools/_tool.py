@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import attrs
@@ -23,7 +23,7 @@ from ..values import (
     check_json,
     to_json,
 )
-from ._arguments import ArgumentsSpec
+from ._arguments import ArgumentsSpec, ObjectArguments
 from ._schema import compile_parameter
 
 if TYPE_CHECKING:
@@ -198,8 +198,89 @@ class Tool:
     parameters: dict[str, JsonValue]
     parallel_safe: bool
     fn: ToolBody
-    _arguments: ArgumentsSpec = attrs.field(repr=False)
+    _arguments: ArgumentsSpec | ObjectArguments = attrs.field(repr=False)
     _takes_context: bool = attrs.field(repr=False)
+
+    @classmethod
+    def from_json_schema(
+        cls,
+        name: str,
+        parameters: Mapping[str, JsonValue],
+        fn: Callable[[ToolContext, dict[str, JsonValue]], Awaitable[ToolReturn]],
+        *,
+        description: str = "",
+        parallel_safe: bool = False,
+    ) -> Tool:
+        """A tool whose arguments schema is given as JSON schema, not derived from a signature.
+
+        For tools described elsewhere (an MCP server's, a schema from a file). The
+        schema reaches the model as given (a private copy). The body is called as
+        ``await fn(ctx, arguments=...)`` with the model's arguments as one JSON
+        object, checked only for being an object (anything else is an
+        ``INVALID_ARGS`` error result): checking them against the schema is the
+        body's part. It returns what a ``@tool`` body returns.
+
+        Example::
+
+            async def weather(ctx: ToolContext, arguments: dict[str, JsonValue]) -> str:
+                return await lookup(arguments["city"])
+
+            forecast = Tool.from_json_schema(
+                "weather",
+                {"type": "object", "properties": {"city": {"type": "string"}},
+                 "required": ["city"]},
+                weather,
+                description="The weather in a city.",
+            )
+
+        Args:
+            name: the tool name: 1-64 letters, digits, ``_`` or ``-``.
+            parameters: the JSON schema of the arguments object.
+            fn: the ``async def`` body, taking the context and ``arguments``.
+            description: the model-facing description.
+            parallel_safe: whether calls may run concurrently with other
+                parallel-safe calls of the same step.
+
+        Raises:
+            ToolDefinitionError: the name is not 1-64 letters, digits, ``_`` or
+                ``-``, ``parameters`` is not a JSON object, ``fn`` is not an
+                ``async def`` function, or ``description`` is not text.
+        """
+        label = f"tool {name!r}"
+        if not _is_name(name):
+            raise ToolDefinitionError(
+                f"{label}: the name must be 1-64 letters, digits, '_' or '-'"
+            )
+        if not inspect.iscoroutinefunction(fn):
+            raise ToolDefinitionError(
+                f"{label}: the body must be an async def function"
+            )
+        if not isinstance(description, str):
+            raise ToolDefinitionError(
+                f"{label}: description must be a str, got {type(description).__name__}"
+            )
+        if not isinstance(parallel_safe, bool):
+            raise ToolDefinitionError(
+                f"{label}: parallel_safe must be a bool, got {parallel_safe!r}"
+            )
+        if not isinstance(parameters, Mapping):
+            raise ToolDefinitionError(
+                f"{label}: parameters must be a JSON schema object, got {type(parameters).__name__}"
+            )
+        try:
+            schema = check_json(dict(parameters), "parameters")
+        except TypeError as exc:
+            raise ToolDefinitionError(f"{label}: {exc}") from None
+        assert isinstance(schema, dict)
+        return cls(
+            name=name,
+            description=description,
+            parameters=schema,
+            parallel_safe=parallel_safe,
+            fn=fn,
+            arguments=ObjectArguments(),
+            takes_context=True,
+        )
 
     @property
     def schema(self) -> dict[str, JsonValue]:
@@ -354,6 +435,11 @@ def _compile_signature(
         )
     spec = ArgumentsSpec(tuple(fields))
     return spec, takes_context
+
+
+def _is_name(name: object) -> bool:
+    """Whether ``name`` is a tool name: 1-64 letters, digits, ``_`` or ``-``."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 
 def _is_context(annotation: object) -> bool:
