@@ -244,6 +244,36 @@ async def test_an_unsupported_type_is_refused_with_nothing_queued(
     assert model.requests == []
 
 
+@attrs.frozen
+class Node:
+    name: str
+    children: list[Node]
+
+
+async def test_recursive_and_unresolvable_classes_are_refused(agent: dsh.Agent) -> None:
+    with pytest.raises(
+        dsh.ToolDefinitionError,
+        match=r"\(Node.children\): attrs class Node is recursive",
+    ):
+        await agent.run("x", output_type=Node)
+
+    @attrs.frozen
+    class Inner:
+        n: int
+
+    @attrs.frozen
+    class Outer:  # its string annotation names a class no module holds
+        inner: Inner
+
+    with pytest.raises(
+        dsh.ToolDefinitionError,
+        match=r"cannot resolve the annotations of Outer: name 'Inner' is not defined",
+    ):
+        await agent.run("x", output_type=Outer)
+    attrs.resolve_types(Outer, localns={"Inner": Inner})  # as the message suggests
+    assert agent.stream("x", output_type=Outer) is not None
+
+
 async def test_bad_output_retries_are_refused(agent: dsh.Agent) -> None:
     before = agent.session.next_seq
     with pytest.raises(ValueError, match="output_retries must be 0 or more, got -1"):

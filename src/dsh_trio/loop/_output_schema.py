@@ -175,11 +175,13 @@ def _attrs_schema(
     if cls in active:
         raise _refuse(where, f"attrs class {cls.__name__} is recursive")
     try:
-        hints = typing.get_type_hints(cls, include_extras=True)
-        wire = wire_shape(cls)
+        wire = wire_shape(cls)  # resolves the field types (``attrs.resolve_types``)
     except Exception as exc:  # any resolution failure names the class
         raise _refuse(
-            where, f"cannot resolve the annotations of {cls.__name__}: {exc}"
+            where,
+            f"cannot resolve the annotations of {cls.__name__}: {exc}; define the "
+            "classes at module level, or resolve them first with "
+            "attrs.resolve_types(cls, globals())",
         ) from exc
     inits = {a.name: a.init for a in attrs.fields(cls)}
     inner = active | {cls}
@@ -188,7 +190,7 @@ def _attrs_schema(
     for field in wire.fields:
         if not inits.get(field.name, True):
             continue
-        tp, description = _strip_annotated(hints.get(field.name, field.type))
+        tp, description = _strip_annotated(field.type)
         schema = _compile(tp, f"{where} ({cls.__name__}.{field.name})", inner)
         if description is not None:
             schema["description"] = description
