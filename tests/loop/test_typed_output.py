@@ -55,11 +55,17 @@ def final(call_id: str, arguments: str) -> Any:
     return tool_calls((call_id, "final_result", arguments))
 
 
-def tool_names(request: dsh.ModelRequest) -> list[str]:
-    return [t["name"] for t in request.tools if isinstance(t, dict)]  # type: ignore[misc]
+def tool_names(request: dsh.ModelRequest) -> list[Any]:
+    return [t["name"] for t in request.tools if isinstance(t, dict)]
 
 
-def results(result: dsh.TurnResult) -> list[tuple[str, bool, str]]:
+def offered(request: dsh.ModelRequest, name: str) -> Any:
+    """The schema of the tool ``name`` that ``request`` offered."""
+    (found,) = [t for t in request.tools if isinstance(t, dict) and t["name"] == name]
+    return found
+
+
+def results(result: Any) -> list[tuple[str, bool, str]]:
     """``(call id, is_error, text)`` of each tool result the turn appended."""
     out = []
     for message in result.messages:
@@ -86,19 +92,17 @@ async def test_a_valid_first_call_is_the_output_and_ends_the_turn(
     assert len(model.requests) == 1  # no model step after the accepting round
     assert results(result) == [("c1", False, "Final result accepted.")]
     # The tool the model was offered: the type's schema, under wire keys.
-    (offered,) = [t for t in model.requests[0].tools if t["name"] == "final_result"]  # type: ignore[index]
-    assert isinstance(offered, dict)
-    parameters = offered["parameters"]
-    assert isinstance(parameters, dict)
+    tool = offered(model.requests[0], "final_result")
+    parameters = tool["parameters"]
     assert parameters["required"] == ["number", "currency", "lines"]
     assert parameters["additionalProperties"] is False
-    assert parameters["properties"]["currency"] == {"enum": ["EUR", "USD"]}  # type: ignore[index,call-overload]
-    line = parameters["properties"]["lines"]["items"]  # type: ignore[index,call-overload]
-    assert line["properties"]["itemName"] == {  # type: ignore[index,call-overload]
+    assert parameters["properties"]["currency"] == {"enum": ["EUR", "USD"]}
+    line = parameters["properties"]["lines"]["items"]
+    assert line["properties"]["itemName"] == {
         "type": "string",
         "description": "what was sold",
     }
-    assert "An invoice read from the user's text." in str(offered["description"])
+    assert "An invoice read from the user's text." in tool["description"]
 
 
 async def test_a_non_object_type_is_the_response_key(
@@ -401,9 +405,9 @@ async def test_the_log_holds_ordinary_tool_events(
     events = agent.session.events
     calls = [e for e in events if e.type == "tool/call"]
     answers = [e for e in events if e.type == "tool/result"]
-    assert [e.data.name for e in calls] == ["final_result", "final_result"]  # type: ignore[union-attr]
+    assert [e.data.name for e in calls] == ["final_result", "final_result"]
     assert [e.source_event_seqs for e in answers] == [(c.seq,) for c in calls]
-    error = answers[0].data.error  # type: ignore[union-attr]
+    error = answers[0].data.error
     assert error == ToolErrorInfo("ToolArgumentsError", "INVALID_ARGS")
     # The derived history pairs every call with its result, as a resume reads it.
     history = agent.session.derive_messages()

@@ -157,10 +157,12 @@ class TurnDriver:
         return self._step
 
     def arm_output(self, output: TurnOutput) -> None:
-        """Turn ``output.turn`` claimed a message that asks for typed output.
+        """The turn about to run claimed a message that asks for typed output.
 
-        That turn (only) runs its steps' tools through ``output``: the runtime's
-        tools plus ``final_result`` (see :mod:`._output`).
+        Called at the claim, in the turn's synchronous head (``open_turn``), so the
+        next :meth:`run_turn` is that turn's: it (only) runs its steps' tools
+        through ``output``, the runtime's tools plus ``final_result`` (see
+        :mod:`._output`), and disarms it as it ends.
         """
         self._output = output
 
@@ -185,9 +187,6 @@ class TurnDriver:
         """
         signal, turn, inbox = opened.signal, opened.turn, self._inbox
         self._step = 0
-        output = self._output
-        if output is not None and output.turn != turn:
-            self._output = None  # armed for a turn that never ran
         turn_ends: TurnEndReason | None = None
         failure: Exception | None = None
         stop = False
