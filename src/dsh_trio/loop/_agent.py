@@ -256,9 +256,10 @@ class Agent:
         Returns:
             The :class:`TurnResult`: the turn's number, its ``turn/end`` reason, its
             final assistant text, the messages it appended, its summed usage and
-            its typed ``output`` (``None`` without ``output_type``, and when the
-            turn ended without an accepted final result: ``MaxTokens``,
-            ``Blocked``, another tool concluded it, or it failed).
+            its typed ``output``: the value of the accepted ``final_result``
+            call, whatever the turn's end; ``None`` without ``output_type`` and
+            when no call was accepted (the turn ended ``MaxTokens`` or
+            ``Blocked``, another tool concluded it, or it failed first).
 
         Raises:
             TurnFailedError: ``check`` and the turn errored (``result.reason`` is

@@ -83,8 +83,9 @@ class TurnResult:
         usage: token usage summed over every model attempt of the turn (failed and
             retried attempts included); ``None`` if no attempt reported any.
         output: the typed output, an instance of the ``output_type`` the turn was
-            asked for (see :meth:`Agent.run`); ``None`` without one, or when the
-            turn ended without accepting a final result.
+            asked for (see :meth:`Agent.run`): the value of its accepted
+            ``final_result`` call; ``None`` without one, or when no call was
+            accepted.
     """
 
     turn: int | None
