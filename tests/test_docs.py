@@ -93,7 +93,9 @@ def test_code_block_runs(
     if what == NEEDS_RUN and not hasattr(dsh.Agent, "run"):
         pytest.skip(f"{where}: agent.run / agent.stream are not in this build yet")
     namespace: dict[str, Any] = {"__name__": "docs_block"}
-    exec(compile(code, where, "exec"), namespace)
+    # A whole program: it does not inherit this module's ``from __future__`` imports
+    # (string annotations of a class here could not be resolved: no module holds it).
+    exec(compile(code, where, "exec", dont_inherit=True), namespace)
     run_machines(namespace)
 
 

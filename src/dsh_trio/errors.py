@@ -308,8 +308,10 @@ class ToolDefinitionError(DshError, TypeError):
     """A tool cannot be defined or registered as given.
 
     Raised at decoration time for a signature the schema cannot describe (an
-    unsupported annotation, ``*args``, a synchronous body) and at registration for a
-    duplicate name or a value that is not a tool.
+    unsupported annotation, ``*args``, a synchronous body), at registration for a
+    duplicate name or a value that is not a tool, and by ``Agent.run`` /
+    ``Agent.stream`` for an ``output_type`` whose ``final_result`` tool cannot be
+    described, or an agent that already offers a tool named ``final_result``.
     """
 
 
@@ -328,6 +330,8 @@ class _TurnOutcome(Protocol):
     def usage(self) -> Usage | None: ...
     @property
     def failed(self) -> bool: ...
+    @property
+    def output(self) -> object: ...
 
 
 class TurnFailedError(DshError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -16,6 +16,7 @@ from ..values import (
     SessionId,
     UserMessage,
 )
+from ._output import TurnOutput, typed_output
 from ._scope import AgentScope
 from ._signal import CancelSignal
 from ._turns import OpenTurnStream, TurnResult, TurnStream, TurnWatch
@@ -177,7 +178,12 @@ class Agent:
         await self._work.flush()
 
     async def run(
-        self, message: UserMessage | str, *, check: bool = True
+        self,
+        message: UserMessage | str,
+        *,
+        output_type: Any = None,
+        output_retries: int = 1,
+        check: bool = True,
     ) -> TurnResult:
         """Queue ``message`` as a follow-up, wait for the turn that claims it, return its result.
 
@@ -206,42 +212,94 @@ class Agent:
         start before the current one ends, so it raises
         :class:`AgentReentrancyError` at once (queue with :meth:`followup` there).
 
+        Typed output: with ``output_type``, the turn that claims the message (and no
+        other turn) offers the model one more tool, ``final_result``, whose arguments
+        schema is the type's JSON schema. A call whose arguments structure (with the
+        project's cattrs converter) and validate gets a success result and ends the
+        turn ``Completed`` after that tool round, with no further model step;
+        ``result.output`` holds the value. Invalid arguments are answered with what
+        was wrong and where (``$.lines[0].qty: expected an integer, got string
+        "1"``) as that call's error result, and a reply that calls no tool gets a
+        reminder (a next-step user message); each counts as a failed try, and after
+        ``output_retries`` more failed tries than the first the turn ends
+        ``Errored`` with code ``OUTPUT_INVALID``. ``output_type`` is an attrs class
+        (the arguments object itself) or ``str``, ``int``, ``float``, ``bool``,
+        ``list[X]``, ``tuple[X, ...]``, ``dict[str, X]``, ``X | None``,
+        ``Literal[...]`` or an :class:`enum.Enum` (the arguments' ``response``
+        key), nested freely but not recursively; attrs fields are written under the
+        converter's wire keys (``line_items`` → ``lineItems``). The calls, results
+        and reminders are ordinary session events, so a resumed session's history
+        is coherent; the output type and the value are not persisted (a turn run
+        after a resume offers no ``final_result`` unless asked again).
+
         Example::
 
             result = await agent.run("What is a nursery?")
             print(result.text)
 
+            @attrs.frozen
+            class Verdict:
+                correct: bool
+                reason: str
+
+            verdict = (await agent.run("Is 7 prime?", output_type=Verdict)).output
+
         Args:
             message: the prompt, a :class:`UserMessage` or plain text.
+            output_type: the type of the turn's typed output (see above), or
+                ``None`` for none.
+            output_retries: how many more tries the model gets after its first
+                failed one (typed output only).
             check: raise :class:`TurnFailedError` for a failed turn (the default);
                 with ``False``, return its result instead.
 
         Returns:
             The :class:`TurnResult`: the turn's number, its ``turn/end`` reason, its
-            final assistant text, the messages it appended and its summed usage.
+            final assistant text, the messages it appended, its summed usage and
+            its typed ``output``: the value of the accepted ``final_result``
+            call, whatever the turn's end; ``None`` without ``output_type`` and
+            when no call was accepted (the turn ended ``MaxTokens`` or
+            ``Blocked``, another tool concluded it, or it failed first).
 
         Raises:
             TurnFailedError: ``check`` and the turn errored (``result.reason`` is
-                ``Errored(failure)``) or was aborted (``Aborted(cause)``), also when
-                the message was discarded from the inbox before a turn claimed it
-                (``result.turn`` is ``None``).
+                ``Errored(failure)``; ``failure.code`` is ``OUTPUT_INVALID`` when
+                the model gave no valid final result) or was aborted
+                (``Aborted(cause)``), also when the message was discarded from the
+                inbox before a turn claimed it (``result.turn`` is ``None``).
+            ToolDefinitionError: ``output_type`` is not a type typed output
+                supports (the message names the part), or the agent already offers
+                a tool named ``final_result`` (nothing was queued).
             AgentDisposedError: the agent was disposed (nothing was queued).
             AgentReentrancyError: called from inside this agent's own turn or
                 maintenance task (nothing was queued).
             PersistenceError, DuplicateMessageError, InvalidSpliceError: as
                 :meth:`followup` (nothing was queued).
-            TypeError: ``message`` is neither a :class:`UserMessage` nor a str.
+            TypeError: ``message`` is neither a :class:`UserMessage` nor a str, or
+                ``output_retries`` is not an int or is given without
+                ``output_type``.
+            ValueError: ``output_retries`` is negative.
         """
         queued = as_message(message)
+        output = (
+            None
+            if output_type is None and output_retries == 1
+            else self._output(output_type, output_retries)
+        )
         waits = self._work.waits()
         waits.refuse_reentry("run()")
         await trio.lowlevel.checkpoint_if_cancelled()
-        watch = TurnWatch(queued.id)
+        watch = TurnWatch(queued.id, output=output)
         waits.follow(queued, watch)
         return await waits.outcome(watch, check=check, owned=True)
 
     def stream(
-        self, message: UserMessage | str, *, detach: bool = False
+        self,
+        message: UserMessage | str,
+        *,
+        output_type: Any = None,
+        output_retries: int = 1,
+        detach: bool = False,
     ) -> AbstractAsyncContextManager[TurnStream]:
         """Queue ``message`` as a follow-up and follow its turn live.
 
@@ -273,6 +331,10 @@ class Agent:
         it is left, only stops the buffering, and the turn runs on (``await
         agent.when_idle()`` waits for it).
 
+        ``output_type`` and ``output_retries`` ask the turn for a typed output, as
+        :meth:`run` does; ``turn.result()`` carries it in ``output``. Both are
+        checked when this is called.
+
         This call itself does nothing and never blocks; entering the block
         checkpoints. Each call queues its own message; a context can be entered once.
 
@@ -291,14 +353,32 @@ class Agent:
             InvalidSpliceError: as :meth:`followup` (nothing was queued).
 
         Raises:
-            TypeError: ``message`` is neither a :class:`UserMessage` nor a str, or
-                ``detach`` is not a bool.
+            TypeError: ``message`` is neither a :class:`UserMessage` nor a str,
+                ``detach`` is not a bool, or ``output_retries`` is not an int or is
+                given without ``output_type``.
+            ValueError: ``output_retries`` is negative.
+            ToolDefinitionError: as :meth:`run`, for ``output_type``.
         """
         if detach is not True and detach is not False:
             raise TypeError(
                 f"stream() takes detach=True or detach=False, got {detach!r}"
             )
-        return OpenTurnStream(self._work.waits(), as_message(message), detach=detach)
+        queued = as_message(message)
+        output = self._output(output_type, output_retries)
+        return OpenTurnStream(self._work.waits(), queued, detach=detach, output=output)
+
+    def _output(self, output_type: Any, output_retries: int) -> TurnOutput | None:
+        """The typed output ``run``/``stream`` ask for, checked (``None`` for none)."""
+        if output_type is not None:
+            return typed_output(
+                self, self._work.services.tools, output_type, output_retries
+            )
+        if output_retries != 1:
+            raise TypeError(
+                f"output_retries={output_retries!r} was given without output_type: "
+                "it counts the tries of a typed output"
+            )
+        return None
 
     async def run_maintenance(self, task: Callable[[CancelSignal], Awaitable[T]]) -> T:
         """Run ``task(signal)`` as a maintenance activity from the idle phase.

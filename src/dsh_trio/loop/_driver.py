@@ -55,6 +55,7 @@ from ._steps import (
 )
 
 if TYPE_CHECKING:
+    from ._output import TurnOutput
     from ._signal import CancelSignal
     from ._work import AgentWork
 
@@ -131,6 +132,7 @@ class TurnDriver:
         "_agent",
         "_attempts",
         "_inbox",
+        "_output",
         "_requests",
         "_services",
         "_session",
@@ -147,11 +149,23 @@ class TurnDriver:
         self._attempts = Attempts(agent, services.bus, services.models)
         self._requests = StepRequests(agent, services)
         self._step = 0  # the step of the open turn (0 before its first step/start)
+        # The typed output of the turn armed for it (see ``arm_output``), else None.
+        self._output: TurnOutput | None = None
 
     @property
     def step(self) -> int:
         """The step of the open turn (0 before its first ``step/start``)."""
         return self._step
+
+    def arm_output(self, output: TurnOutput) -> None:
+        """The turn about to run claimed a message that asks for typed output.
+
+        Called at the claim, in the turn's synchronous head (``open_turn``), so the
+        next :meth:`run_turn` is that turn's: it (only) runs its steps' tools
+        through ``output``, the runtime's tools plus ``final_result`` (see
+        :mod:`._output`), and disarms it as it ends.
+        """
+        self._output = output
 
     def report_error(self, turn: int, step: int, exc: Exception) -> None:
         """Log ``exc`` and emit ``agent/error`` for ``turn``/``step``. Never blocks."""
@@ -233,6 +247,7 @@ class TurnDriver:
             outer = exc
             signal.cancel(DisposedCancel())
         stop = not self._end_turn(turn, signal, failure, turn_ends) or stop
+        self._output = None  # typed output is the claiming turn's only
         if outer is not None:
             raise outer
         if stop or failure is not None or signal.cause is not None:
@@ -322,7 +337,10 @@ class TurnDriver:
             agent = self._agent
             requests = self._requests
             rendered = render_prompt(services, agent)
-            tools = services.tools.schemas(agent)
+            output = self._output
+            # A typed-output turn's tools: the runtime's plus ``final_result``.
+            executor = services.tools if output is None else output
+            tools = executor.schemas(agent)
             entering: Enter | None = decision  # on the step's first attempt only
             retry = False
             while True:
@@ -350,10 +368,12 @@ class TurnDriver:
                     if isinstance(block, ToolCallBlock):
                         break
                 else:  # no tool call
+                    if output is not None:
+                        output.missed(agent)  # typed output: remind, or fail the turn
                     return _COMPLETED
                 calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
                 mark = session.next_seq
-                concluded = await services.tools.execute(
+                concluded = await executor.execute(
                     agent, turn=turn, step=step, calls=calls, signal=signal
                 )
                 answer_calls(session, agent.id, turn, step, calls, mark, None, signal)

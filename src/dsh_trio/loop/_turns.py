@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Self, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import attrs
 import trio
@@ -38,6 +38,7 @@ from ..values import (
 
 if TYPE_CHECKING:
     from ..session import Session
+    from ._output import TurnOutput
     from ._payloads import AssistantStream
     from ._waits import TurnWaits
 
@@ -81,6 +82,10 @@ class TurnResult:
             messages and tool results.
         usage: token usage summed over every model attempt of the turn (failed and
             retried attempts included); ``None`` if no attempt reported any.
+        output: the typed output, an instance of the ``output_type`` the turn was
+            asked for (see :meth:`Agent.run`): the value of its accepted
+            ``final_result`` call; ``None`` without one, or when no call was
+            accepted.
     """
 
     turn: int | None
@@ -88,6 +93,7 @@ class TurnResult:
     text: str
     messages: tuple[Message, ...]
     usage: Usage | None
+    output: Any = None
 
     @property
     def failed(self) -> bool:
@@ -150,12 +156,21 @@ class TurnWatch:
         "gone",
         "lot",
         "message_id",
+        "output",
         "start_seq",
         "turn",
     )
 
-    def __init__(self, message_id: str, *, frames: bool = False) -> None:
+    def __init__(
+        self,
+        message_id: str,
+        *,
+        frames: bool = False,
+        output: TurnOutput | None = None,
+    ) -> None:
         self.message_id = message_id
+        #: The typed output asked of the claiming turn, if any.
+        self.output = output
         #: The claiming turn, once claimed.
         self.turn: int | None = None
         #: The seq of that turn's ``turn/start``.
@@ -243,12 +258,14 @@ def turn_result(session: Session, watch: TurnWatch) -> TurnResult:
             last = data.message
         elif data.__class__ is AssistantAttemptData:
             usage = _add_usage(usage, _attempt_usage(data.stream))
+    output = watch.output
     return TurnResult(
         turn=turn,
         reason=reason,
         text="" if last is None else text_of(last),
         messages=tuple(messages),
         usage=usage,
+        output=None if output is None else output.value,
     )
 
 
@@ -393,14 +410,28 @@ class OpenTurnStream:
     Runtime use only; see :meth:`Agent.stream`.
     """
 
-    __slots__ = ("_detach", "_dispose", "_message", "_stream", "_waits", "_watch")
+    __slots__ = (
+        "_detach",
+        "_dispose",
+        "_message",
+        "_output",
+        "_stream",
+        "_waits",
+        "_watch",
+    )
 
     def __init__(
-        self, waits: TurnWaits, message: UserMessage, *, detach: bool = False
+        self,
+        waits: TurnWaits,
+        message: UserMessage,
+        *,
+        detach: bool = False,
+        output: TurnOutput | None = None,
     ) -> None:
         self._waits = waits
         self._message = message
         self._detach = detach
+        self._output = output
         self._stream: TurnStream | None = None
         self._watch: TurnWatch | None = None
         self._dispose: Callable[[], None] | None = None
@@ -411,7 +442,7 @@ class OpenTurnStream:
         waits = self._waits
         waits.refuse_reentry("stream()")
         await trio.lowlevel.checkpoint_if_cancelled()
-        watch = TurnWatch(self._message.id, frames=True)
+        watch = TurnWatch(self._message.id, frames=True, output=self._output)
         # Registered before the message is queued: an idle agent claims it inline.
         dispose = waits.watch_frames(watch)
         try:

@@ -117,6 +117,9 @@ class TurnWaits:
                     and watch.message_id == message.id
                 ):
                     watch.claimed(turn, self._work.session)
+                    if watch.output is not None:  # typed output: arm the turn
+                        watch.output.turn = turn
+                        self._work.turn_driver().arm_output(watch.output)
 
     def discarded(self, message: UserMessage) -> None:
         """The inbox discarded ``message``: a watch of it will see no turn."""

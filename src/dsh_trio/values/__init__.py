@@ -150,3 +150,4 @@ from ._typed_lines import (
     assistant_message_of as assistant_message_of,
     typed_line_check as typed_line_check,
 )
+from ._wire import shape as shape

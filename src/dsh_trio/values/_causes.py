@@ -69,7 +69,9 @@ class LlmFailure:
 
     ``code`` is one of the reference's codes (``RATE_LIMIT``, ``SERVER``, ``TIMEOUT``,
     ``TRANSPORT``, ``AUTH``, ``INVALID_REQUEST``, ``CONTEXT_WINDOW_EXCEEDED``,
-    ``EMPTY_RESPONSE``, ``ABORTED``, ``UNKNOWN``, ...).
+    ``EMPTY_RESPONSE``, ``ABORTED``, ``UNKNOWN``, ...), or one of dsh_trio's own:
+    ``PERSISTENCE`` (the session log could not be written) and ``OUTPUT_INVALID``
+    (a turn asked for typed output got no valid final result within its tries).
     """
 
     message: str
