@@ -214,14 +214,17 @@ class UnusableFileError(DshError, OSError):
     Raised before anything is read or written through it:
 
     * a symbolic link where a session's lock file, log or side file belongs (it is
-      never followed: a planted link could point at any file of the user's);
+      never followed: a planted link could point at any file of the user's), or
+      where a store keeps a session's directory or its project directory (the
+      store's root itself may be a link);
     * a directory, FIFO, socket or device where a regular file must be (reading a
       FIFO or a device could wait forever, or never end);
     * a document larger than its limit (a preset file, a runtime config or a
       profile: 1 MiB).
 
     It is an :class:`OSError` (``errno`` is ``ELOOP`` for a link, ``EISDIR`` for a
-    directory, ``EFBIG`` for a file over its limit, else ``None``).
+    directory, ``ENOTDIR`` for a file where a directory belongs, ``EFBIG`` for a
+    file over its limit, else ``None``).
 
     Attributes:
         path: the path.
