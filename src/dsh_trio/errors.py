@@ -26,6 +26,7 @@ __all__ = [
     "InvalidEventError",
     "SessionReentrancyError",
     "SessionFormatError",
+    "UnknownEventTypeError",
     "SessionLockedError",
     "SessionLeaseError",
     "InvalidSessionIdError",
@@ -154,6 +155,48 @@ class SessionFormatError(DshError, ValueError):
     def __init__(self, message: str, *, version: object = None) -> None:
         super().__init__(message)
         self.version = version
+
+
+class UnknownEventTypeError(SessionFormatError, SessionCorruptError):
+    """A stored event's type is unknown to this reader, and the event is not ignorable.
+
+    A log may hold events of types this build does not know (a newer version's, an
+    application's own) only when they are marked ``"ignorable": true``; an event
+    without the marker (or with ``"ignorable": false``) may change what the log
+    means, so the log is refused, as the reference refuses it: a format this reader
+    does not read (a :class:`SessionFormatError`), and, since it stops a load at one
+    line, a :class:`SessionCorruptError` too (``except`` either). The log is left
+    unchanged. An application declares its own types with
+    :func:`dsh_trio.session.register_event_type` (or ``dsh-trio repair
+    --event-type``) before loading.
+
+    Example::
+
+        try:
+            session, writer = await load_session(persistence, "s1")
+        except UnknownEventTypeError as exc:
+            print(exc.event_type, exc.line)  # "app/charge" 22
+
+    Attributes:
+        event_type: the unknown type.
+        seq: the event's sequence number.
+        line: the line of the stored log holding it (1 is the header line), or
+            ``None`` when the event did not come from a file.
+        version: always ``None`` (the log's format version is this library's).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        event_type: str,
+        seq: int | None = None,
+        line: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.event_type = event_type
+        self.seq = seq
+        self.line = line
 
 
 class SessionLockedError(DshError, RuntimeError):

@@ -19,7 +19,12 @@ import pytest
 import dsh_trio as dsh
 from dsh_trio import user_message
 from dsh_trio.cli import main
-from dsh_trio.errors import InvalidEventError, SessionCorruptError
+from dsh_trio.errors import (
+    InvalidEventError,
+    SessionCorruptError,
+    SessionFormatError,
+    UnknownEventTypeError,
+)
 from dsh_trio.persistence import load_session, persist_new_session, restore_session
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.session import Session, register_event_type
@@ -43,8 +48,8 @@ def stored(tmp_path: Path, *extra: str) -> Path:
     return path
 
 
-def row(seq: int, type_: str, *, ignorable: bool = False) -> str:
-    marker = ',"ignorable":true' if ignorable else ""
+def row(seq: int, type_: str, *, ignorable: bool | None = None) -> str:
+    marker = "" if ignorable is None else f',"ignorable":{json.dumps(ignorable)}'
     return (
         f'{{"type":"{type_}","seq":{seq},"time":1800144000300,'
         f'"data":{{"cents":120}}{marker}}}'
@@ -146,6 +151,36 @@ async def test_a_refused_event_anywhere_in_the_log_is_refused_the_same_way(
     with pytest.raises(SessionCorruptError, match='"app/undeclared-audit"') as refused:
         await restore_session(JsonlPersistence(tmp_path), "orders")
     assert (refused.value.seq, refused.value.line) == (8, 10)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("marker", [None, False])
+async def test_an_unknown_event_is_a_format_the_reader_does_not_read(
+    tmp_path: Path, marker: bool | None
+) -> None:
+    """Absent or ``"ignorable": false``, the marker is missing: the reference's
+    format refusal (the class it gives a foreign version), line and type named."""
+    path = stored(tmp_path, row(20, "app/unmarked-fee", ignorable=marker))
+    before = path.read_bytes()
+    with pytest.raises(SessionFormatError) as refused:
+        await load_session(JsonlPersistence(tmp_path), "orders")
+    error = refused.value
+    assert isinstance(error, UnknownEventTypeError)
+    assert isinstance(error, SessionCorruptError)  # what callers caught before
+    assert (error.event_type, error.seq, error.line) == ("app/unmarked-fee", 20, 22)
+    assert error.version is None
+    said = "is marked" if marker is False else "is not marked"
+    value = "false" if marker is False else "true"
+    assert str(error) == (
+        f"session log {path}, line 22 (seq 20): the event type "
+        f'"app/unmarked-fee" is unknown and the event {said} "ignorable": {value}'
+        ", so it may not be skipped; if an application writes it, declare it with "
+        "dsh_trio.session.register_event_type('app/unmarked-fee') (dsh-trio repair: "
+        "--event-type app/unmarked-fee) before loading; the log is left unchanged"
+    )
+    assert path.read_bytes() == before
+    with pytest.raises(UnknownEventTypeError):
+        await restore_session(JsonlPersistence(tmp_path), "orders")
     assert path.read_bytes() == before
 
 
