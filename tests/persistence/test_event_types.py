@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,7 +177,7 @@ async def test_an_unknown_event_is_a_format_the_reader_does_not_read(
         f"session log {path}, line 22 (seq 20): the event type "
         f'"app/unmarked-fee" is unknown and the event {said} "ignorable": {value}'
         ", so it may not be skipped; if an application writes it, declare it with "
-        "dsh_trio.session.register_event_type('app/unmarked-fee') (dsh-trio repair: "
+        "dsh_trio.session.register_event_type('app/unmarked-fee') (dsh-trio: "
         "--event-type app/unmarked-fee) before loading; the log is left unchanged"
     )
     assert path.read_bytes() == before
@@ -205,6 +207,86 @@ def test_repair_refuses_the_log_and_names_the_type(
     assert '"app/undeclared-repair"' in err
     assert "register_event_type" in err
     assert path.read_bytes() == before
+
+
+def test_repair_names_the_flag_that_declares_the_type(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = stored(tmp_path, row(20, "app/cli-fee", ignorable=False))
+    before = path.read_bytes()
+    assert main(["repair", "orders", "--session-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("dsh-trio repair: session 'orders' is refused: ")
+    assert err[1:] == [
+        "if your application writes 'app/cli-fee' events, declare the type: "
+        f"dsh-trio repair orders --event-type app/cli-fee --session-dir {tmp_path}"
+    ]
+    assert path.read_bytes() == before
+
+
+def test_repair_loads_a_log_whose_types_are_declared_on_the_command_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = stored(
+        tmp_path,
+        row(20, "app/cli-declared-fee"),
+        row(21, "app/cli-declared-tax", ignorable=False),
+    )
+    before = path.read_bytes()
+    argv = ["repair", "orders", "--session-dir", str(tmp_path)]
+    argv += ["--event-type", "app/cli-declared-fee"]
+    argv += ["--event-type", "app/cli-declared-tax"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "session orders loads: 22 events; continue it with: dsh-trio chat --resume "
+        f"orders --session-dir {tmp_path} --event-type app/cli-declared-fee "
+        "--event-type app/cli-declared-tax"
+    ]
+    assert path.read_bytes() == before  # kept as they are
+
+
+def test_chat_resumes_a_log_whose_types_are_declared_on_the_command_line(
+    tmp_path: Path,
+) -> None:
+    """In its own process: a declaration lasts as long as the process."""
+    path = stored(tmp_path, row(20, "app/chat-fee"))
+
+    def chat(*flags: str) -> subprocess.CompletedProcess[str]:
+        argv = ["chat", "--resume", "orders", "--session-dir", str(tmp_path)]
+        return subprocess.run(
+            [sys.executable, "-m", "dsh_trio.cli", *argv, *flags, "--fast", "hi"],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    before = path.read_bytes()
+    refused = chat()
+    assert refused.returncode == 1
+    assert "(dsh-trio: --event-type app/chat-fee)" in refused.stderr
+    assert path.read_bytes() == before
+    done = chat("--event-type", "app/chat-fee")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"resume with: dsh-trio chat --resume orders --session-dir {tmp_path} "
+        "--event-type app/chat-fee"
+    )
+    assert path.read_bytes().startswith(before)  # the fee row kept, the turn added
+
+
+@pytest.mark.parametrize("bad", ["", " app/x", "app x"])
+def test_an_event_type_flag_must_be_a_type(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, bad: str
+) -> None:
+    for command in (["repair", "orders"], ["chat", "--fast", "hi"]):
+        argv = [*command, "--session-dir", str(tmp_path), "--event-type", bad]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "--event-type: TYPE must be an event type such as billing/charge" in err
+        assert repr(bad) in err
 
 
 # --------------------------------------------------------------------------- declared

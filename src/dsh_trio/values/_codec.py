@@ -333,7 +333,7 @@ def _unknown_type(type_: str, marked: object) -> str:
     return (
         f'the event type "{type_}" is unknown and the event {marker}, '
         "so it may not be skipped; if an application writes it, declare it with "
-        f"dsh_trio.session.register_event_type({type_!r}) (dsh-trio repair: "
+        f"dsh_trio.session.register_event_type({type_!r}) (dsh-trio: "
         f"--event-type {type_}) before loading"
     )
 
