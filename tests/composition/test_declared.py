@@ -189,7 +189,9 @@ agents:
     )
     model = ScriptedModel(default=reply("ok"))
     async with dsh.open_runtime(models={"scripted": model}, config=config) as rt:
-        agents = {i: (await rt.agents.wait_for(i)).agent for i in ("inherits", "thinks")}
+        agents = {
+            i: (await rt.agents.wait_for(i)).agent for i in ("inherits", "thinks")
+        }
         unset = (await rt.agents.wait_for("unset")).agent
         assert agents["inherits"].options.thinking is False  # the default model's
         assert agents["thinks"].options.thinking is True

@@ -218,8 +218,10 @@ def test_repair_names_the_flag_that_declares_the_type(
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("dsh-trio repair: session 'orders' is refused: ")
     assert err[1:] == [
-        "if your application writes 'app/cli-fee' events, declare the type: "
-        f"dsh-trio repair orders --event-type app/cli-fee --session-dir {tmp_path}"
+        (
+            "if your application writes 'app/cli-fee' events, declare the type: "
+            f"dsh-trio repair orders --event-type app/cli-fee --session-dir {tmp_path}"
+        )
     ]
     assert path.read_bytes() == before
 
@@ -239,9 +241,11 @@ def test_repair_loads_a_log_whose_types_are_declared_on_the_command_line(
     assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [
-        "session orders loads: 22 events; continue it with: dsh-trio chat --resume "
-        f"orders --session-dir {tmp_path} --event-type app/cli-declared-fee "
-        "--event-type app/cli-declared-tax"
+        (
+            "session orders loads: 22 events; continue it with: dsh-trio chat --resume "
+            f"orders --session-dir {tmp_path} --event-type app/cli-declared-fee "
+            "--event-type app/cli-declared-tax"
+        )
     ]
     assert path.read_bytes() == before  # kept as they are
 

@@ -176,8 +176,10 @@ async def test_a_stored_session_behind_a_linked_directory_is_refused(
     caplog.set_level(logging.WARNING, logger="dsh_trio")
     assert await persistence.list() == []
     assert [r.getMessage() for r in caplog.records] == [
-        f"{link} is a symbolic link (not followed): only the store's root may be a "
-        "link; it is skipped"
+        (
+            f"{link} is a symbolic link (not followed): only the store's root may "
+            "be a link; it is skipped"
+        )
     ]
 
 

@@ -21,8 +21,8 @@ import dsh_trio as dsh
 from dsh_trio.errors import SessionCorruptError
 from dsh_trio.persistence import load_session
 from dsh_trio.persistence._jsonl import JsonlPersistence
-from dsh_trio.testing import ScriptedModel, reply
 from dsh_trio.session import Session
+from dsh_trio.testing import ScriptedModel, reply
 from dsh_trio.values import (
     CallConfig,
     EpochHeader,
