@@ -64,6 +64,7 @@ from .errors import (
     ToolArgumentsError as ToolArgumentsError,
     ToolDefinitionError as ToolDefinitionError,
     TurnFailedError as TurnFailedError,
+    UnknownEventTypeError as UnknownEventTypeError,
     UnusableFileError as UnusableFileError,
 )
 from .events import (

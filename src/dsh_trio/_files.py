@@ -3,6 +3,11 @@
 * The files of a session directory (the log, its lock file, the side files of cut
   bytes, a first write's temporary file) are opened with ``O_NOFOLLOW``: a
   symbolic link planted where one belongs is refused, never followed.
+* The directories a store makes below its root (a JSONL store's project and
+  session directories) must be directories themselves: a symbolic link there is
+  refused too (:func:`check_real_dirs`), since writing through it would put a
+  session's files wherever the link points. The root itself may be a link: the
+  user named it, and chose where it points.
 * What is opened must be a regular file: a FIFO or a device could block a read
   forever, or never end. It is checked before the open (``stat``) and again after
   it (the file is opened with ``O_NONBLOCK``, which never waits, and checked with
@@ -34,6 +39,7 @@ __all__ = [
     "DIR_MODE",
     "DOCUMENT_LIMIT",
     "FILE_MODE",
+    "check_real_dirs",
     "make_dirs",
     "open_regular",
     "read_document",
@@ -49,6 +55,7 @@ DOCUMENT_LIMIT: Final = 1 << 20
 
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)
+_DIRECTORY: Final = getattr(os, "O_DIRECTORY", 0)
 _CHUNK: Final = 1 << 16
 #: The open flags ``F_SETFL`` sets (``O_NONBLOCK`` aside).
 _STATUS_FLAGS: Final = (
@@ -155,6 +162,56 @@ def open_regular(
         os.close(fd)
         raise
     return fd, st
+
+
+def check_real_dirs(*paths: str, missing_ok: bool = False) -> None:
+    """Check that each of ``paths`` is a directory itself, not a link to one.
+
+    Each is opened with ``O_DIRECTORY | O_NOFOLLOW`` (and closed): a symbolic link
+    is refused without being followed, whatever it points at, and so is anything
+    that is not a directory. With ``missing_ok``, a path where nothing is passes
+    (check before making directories, so that none is made through a link).
+
+    Raises:
+        UnusableFileError: a path is a symbolic link (``errno`` ``ELOOP``) or not a
+            directory (``ENOTDIR``).
+        OSError: a path cannot be opened otherwise (``FileNotFoundError``, ...).
+    """
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _NONBLOCK)
+        except FileNotFoundError:
+            if missing_ok:
+                continue
+            raise
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            try:
+                st = os.lstat(path)
+            except OSError:
+                raise exc from None
+            raise _not_a_dir(path, st.st_mode) from None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISDIR(st.st_mode):  # a platform without O_DIRECTORY
+            raise _not_a_dir(path, st.st_mode)
+
+
+def _not_a_dir(path: str, mode: int) -> UnusableFileError:
+    if stat.S_ISLNK(mode):
+        return UnusableFileError(
+            path,
+            "is a symbolic link (not followed): only the store's root may be a link",
+            errno=errno.ELOOP,
+        )
+    if stat.S_ISREG(mode):
+        kind = "is a regular file, not a directory"
+    else:
+        kind = _kind(mode).replace("a regular file", "a directory")
+    return UnusableFileError(path, kind, errno=errno.ENOTDIR)
 
 
 def read_document(path: str, *, limit: int = DOCUMENT_LIMIT) -> bytes:

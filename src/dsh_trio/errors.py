@@ -26,6 +26,7 @@ __all__ = [
     "InvalidEventError",
     "SessionReentrancyError",
     "SessionFormatError",
+    "UnknownEventTypeError",
     "SessionLockedError",
     "SessionLeaseError",
     "InvalidSessionIdError",
@@ -157,6 +158,48 @@ class SessionFormatError(DshError, ValueError):
         self.version = version
 
 
+class UnknownEventTypeError(SessionFormatError, SessionCorruptError):
+    """A stored event's type is unknown to this reader, and the event is not ignorable.
+
+    A log may hold events of types this build does not know (a newer version's, an
+    application's own) only when they are marked ``"ignorable": true``; an event
+    without the marker (or with ``"ignorable": false``) may change what the log
+    means, so the log is refused, as the reference refuses it: a format this reader
+    does not read (a :class:`SessionFormatError`), and, since it stops a load at one
+    line, a :class:`SessionCorruptError` too (``except`` either). The log is left
+    unchanged. An application declares its own types with
+    :func:`dsh_trio.session.register_event_type` (or ``dsh-trio repair
+    --event-type``) before loading.
+
+    Example::
+
+        try:
+            session, writer = await load_session(persistence, "s1")
+        except UnknownEventTypeError as exc:
+            print(exc.event_type, exc.line)  # "app/charge" 22
+
+    Attributes:
+        event_type: the unknown type.
+        seq: the event's sequence number.
+        line: the line of the stored log holding it (1 is the header line), or
+            ``None`` when the event did not come from a file.
+        version: always ``None`` (the log's format version is this library's).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        event_type: str,
+        seq: int | None = None,
+        line: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.event_type = event_type
+        self.seq = seq
+        self.line = line
+
+
 class SessionLockedError(DshError, RuntimeError):
     """Another owner holds the session file open for writing."""
 
@@ -215,14 +258,17 @@ class UnusableFileError(DshError, OSError):
     Raised before anything is read or written through it:
 
     * a symbolic link where a session's lock file, log or side file belongs (it is
-      never followed: a planted link could point at any file of the user's);
+      never followed: a planted link could point at any file of the user's), or
+      where a store keeps a session's directory or its project directory (the
+      store's root itself may be a link);
     * a directory, FIFO, socket or device where a regular file must be (reading a
       FIFO or a device could wait forever, or never end);
     * a document larger than its limit (a preset file, a runtime config or a
       profile: 1 MiB).
 
     It is an :class:`OSError` (``errno`` is ``ELOOP`` for a link, ``EISDIR`` for a
-    directory, ``EFBIG`` for a file over its limit, else ``None``).
+    directory, ``ENOTDIR`` for a file where a directory belongs, ``EFBIG`` for a
+    file over its limit, else ``None``).
 
     Attributes:
         path: the path.

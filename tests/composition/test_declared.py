@@ -172,3 +172,52 @@ async def test_a_malformed_config_fails_the_open(
     with pytest.raises(dsh.PresetError, match=message):
         async with dsh.open_runtime(config=config):
             pass  # pragma: no cover
+
+
+async def test_declared_options_take_the_thinking_switch(tmp_path: Path) -> None:
+    config = tmp_path / "runtime.yml"
+    config.write_text(
+        """
+default_model: {provider: scripted, model: m, thinking: false}
+agents:
+  - id: inherits
+  - id: thinks
+    options: {thinking: true}
+  - id: unset
+    options: {thinking: null}
+"""
+    )
+    model = ScriptedModel(default=reply("ok"))
+    async with dsh.open_runtime(models={"scripted": model}, config=config) as rt:
+        agents = {
+            i: (await rt.agents.wait_for(i)).agent for i in ("inherits", "thinks")
+        }
+        unset = (await rt.agents.wait_for("unset")).agent
+        assert agents["inherits"].options.thinking is False  # the default model's
+        assert agents["thinks"].options.thinking is True
+        assert unset.options.thinking is False  # null: the default model fills it
+        await agents["thinks"].run(dsh.user_message("hi"))
+        await agents["inherits"].run(dsh.user_message("hi"))
+    assert [r.thinking for r in model.requests] == [True, False]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [("'on'", "a string"), ("1", "an integer"), ("[true]", "a list")],
+)
+@pytest.mark.parametrize("where", ["agents[0].options", "default_model"])
+async def test_a_thinking_that_is_not_a_bool_names_the_file_and_key(
+    tmp_path: Path, value: str, kind: str, where: str
+) -> None:
+    config = tmp_path / "runtime.yml"
+    if where == "default_model":
+        config.write_text(f"default_model: {{model: m, thinking: {value}}}")
+    else:
+        config.write_text(f"agents: [{{id: a, options: {{thinking: {value}}}}}]")
+    with pytest.raises(dsh.PresetError) as refused:
+        async with dsh.open_runtime(config=config):
+            pass  # pragma: no cover
+    assert str(refused.value) == (
+        f"{config}.{where}.thinking must be true, false or null (the provider's "
+        f"default), got {kind}"
+    )

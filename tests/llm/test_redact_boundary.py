@@ -39,7 +39,9 @@ from dsh_trio.llm._redact import (
     StreamText,
     clean,
     guard_logs,
+    header_secrets,
     redact,
+    secrets_of,
     shown_url,
 )
 from dsh_trio.llm._runtime import stream_model
@@ -141,11 +143,17 @@ FOREIGN: dict[str, Callable[[httpx.Request], BaseException]] = {
 
 
 async def stream_once(
-    transport: httpx.AsyncBaseTransport, base_url: str = URL
+    transport: httpx.AsyncBaseTransport,
+    base_url: str = URL,
+    *,
+    api_key: str | None = KEY,
+    headers: dict[str, str] | None = None,
 ) -> tuple[list[Any], LlmError | None]:
     chunks: list[Any] = []
     async with httpx.AsyncClient(transport=transport) as client:
-        adapter = OpenAICompatibleAdapter(base_url, api_key=KEY, client=client)
+        adapter = OpenAICompatibleAdapter(
+            base_url, api_key=api_key, client=client, default_headers=headers
+        )
         try:
             async for chunk in adapter.stream(make_request(provider="remote")):
                 chunks.append(chunk)
@@ -165,12 +173,19 @@ class Run:
 
 
 async def run_turn(
-    transport: httpx.AsyncBaseTransport, root: Path, base_url: str = URL
+    transport: httpx.AsyncBaseTransport,
+    root: Path,
+    base_url: str = URL,
+    *,
+    api_key: str | None = KEY,
+    headers: dict[str, str] | None = None,
 ) -> Run:
     """One user turn of an agent whose model sits behind ``transport``."""
     errors: list[AgentErrorEvent] = []
     async with httpx.AsyncClient(transport=transport) as client:
-        adapter = OpenAICompatibleAdapter(base_url, api_key=KEY, client=client)
+        adapter = OpenAICompatibleAdapter(
+            base_url, api_key=api_key, client=client, default_headers=headers
+        )
         async with dsh.open_runtime(
             models={"remote": adapter},
             persistence=dsh.JsonlPersistence(root),
@@ -598,3 +613,174 @@ def test_streamed_text_ending_in_a_cut_off_key_is_redacted_as_a_whole(
     if len(secret) - missing >= KEY_PREFIX:
         assert shown.endswith("***")
         assert not leaks(shown, secret)
+
+
+# ------------------------------------------------------------------ secrets in default_headers
+
+#: A key sent in a header of the caller's choosing, not as ``api_key``.
+HEADER_KEY = "hdr-key-DO-NOT-LEAK-0987654321"
+
+#: Header shapes that carry a secret, each with what a transport echoes of it.
+SECRET_HEADERS: dict[str, tuple[dict[str, str], Callable[[httpx.Request], str]]] = {
+    "X-Api-Key": (
+        {"X-Api-Key": HEADER_KEY},
+        lambda r: r.headers["x-api-key"],
+    ),
+    "Authorization, credentials alone": (
+        {"Authorization": f"Bearer {HEADER_KEY}"},
+        lambda r: r.headers["authorization"].split()[1],
+    ),
+    "Proxy-Authorization, whole value": (
+        {"Proxy-Authorization": f"Basic {HEADER_KEY}"},
+        lambda r: r.headers["proxy-authorization"],
+    ),
+    "X-Auth-Token": (
+        {"X-Auth-Token": HEADER_KEY},
+        lambda r: r.headers["x-auth-token"],
+    ),
+    "Cookie, one value": (
+        {"Cookie": f"theme=dark; sid={HEADER_KEY}"},
+        lambda r: r.headers["cookie"].split("sid=")[1],
+    ),
+    "X-Client-Secret": (
+        {"X-Client-Secret": HEADER_KEY},
+        lambda r: r.headers["x-client-secret"],
+    ),
+}
+
+
+def echoing(kind: str) -> Raising:
+    """A transport whose exception quotes the header of ``kind``."""
+    echo = SECRET_HEADERS[kind][1]
+    return Raising(lambda r: RuntimeError(f"proxy refused {echo(r)}"))
+
+
+@pytest.mark.parametrize("kind", list(SECRET_HEADERS))
+async def test_a_secret_header_echoed_by_the_transport_is_redacted(kind: str) -> None:
+    headers = SECRET_HEADERS[kind][0]
+    _, error = await stream_once(echoing(kind), api_key=None, headers=headers)
+    assert error is not None
+    assert error.failure.code == "UNKNOWN"
+    assert not leaks(rendered(error), HEADER_KEY), rendered(error)
+    assert error.failure.message.endswith("***")
+    # With an api_key too, both are redacted.
+    _, error = await stream_once(echoing(kind), headers=headers)
+    assert error is not None
+    assert not leaks(rendered(error), HEADER_KEY)
+
+
+@pytest.mark.parametrize("kind", list(SECRET_HEADERS))
+async def test_a_secret_header_leaves_no_trace_in_file_events_or_logs(
+    kind: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    run = await run_turn(
+        echoing(kind), tmp_path, api_key=None, headers=SECRET_HEADERS[kind][0]
+    )
+    assert run.errors
+    assert "proxy refused ***" in run.error_text()
+    assert b"proxy refused ***" in run.stored
+    assert not leaks(run.error_text(), HEADER_KEY)
+    assert not leaks(run.stored, HEADER_KEY)
+    assert not leaks(run.text, HEADER_KEY)
+    assert caplog.records, "the failure was logged"
+    assert not leaks(logged(caplog), HEADER_KEY)
+
+
+async def test_a_secret_header_in_the_reason_phrase_is_redacted_in_httpx_records(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        phrase = f"Unauthorized {request.headers['x-api-key']}".encode()
+        return httpx.Response(401, extensions={"reason_phrase": phrase})
+
+    headers = {"X-Api-Key": HEADER_KEY}
+    _, error = await stream_once(
+        httpx.MockTransport(handler), api_key=None, headers=headers
+    )
+    assert error is not None
+    assert error.failure.message.endswith(": Unauthorized ***")
+    (record,) = [r for r in caplog.records if r.name == "httpx"]
+    assert record.getMessage().endswith('"HTTP/1.1 401 Unauthorized ***"')
+    assert not leaks(caplog.text, HEADER_KEY)
+
+
+async def test_a_secret_header_repeated_by_the_model_is_redacted_in_its_text() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        # The key and the header's value, each split across two events.
+        return httpx.Response(
+            200,
+            content=sse(
+                delta(content=f"a {KEY[:5]}"),
+                delta(content=f"{KEY[5:]} b {HEADER_KEY[:9]}"),
+                delta(content=f"{HEADER_KEY[9:]} c"),
+                delta("stop"),
+            ),
+        )
+
+    chunks, error = await stream_once(
+        httpx.MockTransport(handler), headers={"X-Api-Key": HEADER_KEY}
+    )
+    assert error is None
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == (
+        "a *** b *** c"
+    )
+
+
+async def test_the_repr_and_urls_hide_a_secret_header_value() -> None:
+    adapter = OpenAICompatibleAdapter(
+        f"https://llm.test/{HEADER_KEY}/v1", default_headers={"X-Api-Key": HEADER_KEY}
+    )
+    assert HEADER_KEY not in repr(adapter)
+    await adapter.aclose()
+
+
+def test_header_secrets_takes_the_values_of_secret_looking_names_only() -> None:
+    headers = {
+        "Accept": "text/event-stream",
+        "User-Agent": "my-app/1.0",
+        "X-Request-Source": "batch-jobs-2024",
+        "X-Api-Key": " k-live-12345 ",
+        "X-Auth-Retry": "1",  # too short to be a secret
+        "Authorization": "Bearer t-0123456789",
+        "Cookie": "a=1; sid=s-0123456789",
+        "X-Password": "hunter22",
+        "X-Credential": "c-abcdefgh",
+        "X-Signature": "sig-abcdefgh",
+    }
+    assert header_secrets(headers) == (
+        "k-live-12345",
+        "Bearer t-0123456789",
+        "t-0123456789",
+        "a=1; sid=s-0123456789",
+        "s-0123456789",
+        "hunter22",
+        "c-abcdefgh",
+        "sig-abcdefgh",
+    )
+    assert secrets_of(KEY, None, "", *header_secrets({"X-Api-Key": KEY})) == KEY
+    assert secrets_of("ab", "abcd") == ("abcd", "ab")
+    assert secrets_of(None, "") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text("ab-xy ", max_size=30),
+    st.lists(st.integers(0, 30), max_size=5),
+)
+def test_streamed_text_with_several_secrets_is_redacted_as_a_whole(
+    text: str, splits: list[int]
+) -> None:
+    secrets = secrets_of("ab-ab-ab-abx", "xy-xy-xy-x", "ab")
+    points = sorted({min(s, len(text)) for s in splits})
+    fragments = [
+        text[i:j] for i, j in zip([0, *points], [*points, len(text)], strict=True)
+    ]
+    stream = StreamText(secrets)
+    shown = "".join(stream.push(f) for f in fragments) + stream.flush()
+    assert shown == clean(text, secrets)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,12 @@ import pytest
 import dsh_trio as dsh
 from dsh_trio import user_message
 from dsh_trio.cli import main
-from dsh_trio.errors import InvalidEventError, SessionCorruptError
+from dsh_trio.errors import (
+    InvalidEventError,
+    SessionCorruptError,
+    SessionFormatError,
+    UnknownEventTypeError,
+)
 from dsh_trio.persistence import load_session, persist_new_session, restore_session
 from dsh_trio.persistence._jsonl import JsonlPersistence
 from dsh_trio.session import Session, register_event_type
@@ -43,8 +50,8 @@ def stored(tmp_path: Path, *extra: str) -> Path:
     return path
 
 
-def row(seq: int, type_: str, *, ignorable: bool = False) -> str:
-    marker = ',"ignorable":true' if ignorable else ""
+def row(seq: int, type_: str, *, ignorable: bool | None = None) -> str:
+    marker = "" if ignorable is None else f',"ignorable":{json.dumps(ignorable)}'
     return (
         f'{{"type":"{type_}","seq":{seq},"time":1800144000300,'
         f'"data":{{"cents":120}}{marker}}}'
@@ -149,6 +156,36 @@ async def test_a_refused_event_anywhere_in_the_log_is_refused_the_same_way(
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("marker", [None, False])
+async def test_an_unknown_event_is_a_format_the_reader_does_not_read(
+    tmp_path: Path, marker: bool | None
+) -> None:
+    """Absent or ``"ignorable": false``, the marker is missing: the reference's
+    format refusal (the class it gives a foreign version), line and type named."""
+    path = stored(tmp_path, row(20, "app/unmarked-fee", ignorable=marker))
+    before = path.read_bytes()
+    with pytest.raises(SessionFormatError) as refused:
+        await load_session(JsonlPersistence(tmp_path), "orders")
+    error = refused.value
+    assert isinstance(error, UnknownEventTypeError)
+    assert isinstance(error, SessionCorruptError)  # what callers caught before
+    assert (error.event_type, error.seq, error.line) == ("app/unmarked-fee", 20, 22)
+    assert error.version is None
+    said = "is marked" if marker is False else "is not marked"
+    value = "false" if marker is False else "true"
+    assert str(error) == (
+        f"session log {path}, line 22 (seq 20): the event type "
+        f'"app/unmarked-fee" is unknown and the event {said} "ignorable": {value}'
+        ", so it may not be skipped; if an application writes it, declare it with "
+        "dsh_trio.session.register_event_type('app/unmarked-fee') (dsh-trio: "
+        "--event-type app/unmarked-fee) before loading; the log is left unchanged"
+    )
+    assert path.read_bytes() == before
+    with pytest.raises(UnknownEventTypeError):
+        await restore_session(JsonlPersistence(tmp_path), "orders")
+    assert path.read_bytes() == before
+
+
 def test_a_line_read_on_its_own_is_taken_for_viewing() -> None:
     """Reading one line (``dsh-trio show``) is no restore: the event is shown."""
     event = event_from_json(json.loads(row(3, "app/undeclared-view")))
@@ -170,6 +207,90 @@ def test_repair_refuses_the_log_and_names_the_type(
     assert '"app/undeclared-repair"' in err
     assert "register_event_type" in err
     assert path.read_bytes() == before
+
+
+def test_repair_names_the_flag_that_declares_the_type(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = stored(tmp_path, row(20, "app/cli-fee", ignorable=False))
+    before = path.read_bytes()
+    assert main(["repair", "orders", "--session-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("dsh-trio repair: session 'orders' is refused: ")
+    assert err[1:] == [
+        (
+            "if your application writes 'app/cli-fee' events, declare the type: "
+            f"dsh-trio repair orders --event-type app/cli-fee --session-dir {tmp_path}"
+        )
+    ]
+    assert path.read_bytes() == before
+
+
+def test_repair_loads_a_log_whose_types_are_declared_on_the_command_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = stored(
+        tmp_path,
+        row(20, "app/cli-declared-fee"),
+        row(21, "app/cli-declared-tax", ignorable=False),
+    )
+    before = path.read_bytes()
+    argv = ["repair", "orders", "--session-dir", str(tmp_path)]
+    argv += ["--event-type", "app/cli-declared-fee"]
+    argv += ["--event-type", "app/cli-declared-tax"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        (
+            "session orders loads: 22 events; continue it with: dsh-trio chat --resume "
+            f"orders --session-dir {tmp_path} --event-type app/cli-declared-fee "
+            "--event-type app/cli-declared-tax"
+        )
+    ]
+    assert path.read_bytes() == before  # kept as they are
+
+
+def test_chat_resumes_a_log_whose_types_are_declared_on_the_command_line(
+    tmp_path: Path,
+) -> None:
+    """In its own process: a declaration lasts as long as the process."""
+    path = stored(tmp_path, row(20, "app/chat-fee"))
+
+    def chat(*flags: str) -> subprocess.CompletedProcess[str]:
+        argv = ["chat", "--resume", "orders", "--session-dir", str(tmp_path)]
+        return subprocess.run(
+            [sys.executable, "-m", "dsh_trio.cli", *argv, *flags, "--fast", "hi"],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    before = path.read_bytes()
+    refused = chat()
+    assert refused.returncode == 1
+    assert "(dsh-trio: --event-type app/chat-fee)" in refused.stderr
+    assert path.read_bytes() == before
+    done = chat("--event-type", "app/chat-fee")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"resume with: dsh-trio chat --resume orders --session-dir {tmp_path} "
+        "--event-type app/chat-fee"
+    )
+    assert path.read_bytes().startswith(before)  # the fee row kept, the turn added
+
+
+@pytest.mark.parametrize("bad", ["", " app/x", "app x"])
+def test_an_event_type_flag_must_be_a_type(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, bad: str
+) -> None:
+    for command in (["repair", "orders"], ["chat", "--fast", "hi"]):
+        argv = [*command, "--session-dir", str(tmp_path), "--event-type", bad]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "--event-type: TYPE must be an event type such as billing/charge" in err
+        assert repr(bad) in err
 
 
 # --------------------------------------------------------------------------- declared

@@ -123,6 +123,92 @@ async def test_a_directory_at_the_lock_file_is_a_clear_error(
     assert str(info.value) == f"{lock} is a directory, not a regular file"
 
 
+# --------------------------------------------------------------------------- linked directories
+
+
+def files_under(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@pytest.mark.parametrize("level", ["session", "project"])
+async def test_a_new_session_is_not_made_through_a_linked_directory(
+    persistence: JsonlPersistence, root: Path, tmp_path: Path, level: str
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = session_dir(root) if level == "session" else session_dir(root).parent
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(UnusableFileError, match="is a symbolic link") as info:
+        await persistence.create(header())
+    assert info.value.path == str(link)
+    assert info.value.errno == errno.ELOOP
+    assert str(info.value) == (
+        f"{link} is a symbolic link (not followed): only the store's root may be a link"
+    )
+    assert files_under(elsewhere) == []  # no directory, no lock file made there
+    assert link.is_symlink()
+
+
+@pytest.mark.parametrize("level", ["session", "project"])
+async def test_a_stored_session_behind_a_linked_directory_is_refused(
+    persistence: JsonlPersistence,
+    root: Path,
+    tmp_path: Path,
+    level: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    elsewhere = JsonlPersistence(tmp_path / "elsewhere")
+    log = await store(elsewhere, header(), turn_events(0, 1))
+    before = files_under(tmp_path / "elsewhere"), log.read_bytes()
+    target = log.parent if level == "session" else log.parent.parent
+    link = session_dir(root) if level == "session" else session_dir(root).parent
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target, target_is_directory=True)
+    with pytest.raises(UnusableFileError, match="is a symbolic link") as info:
+        await persistence.open("s1")
+    assert info.value.path == str(link)
+    with pytest.raises(UnusableFileError, match="is a symbolic link"):
+        await restore_session(persistence, "s1")
+    with pytest.raises(UnusableFileError, match="is a symbolic link"):
+        await truncate_log(persistence, "s1", 0)
+    assert (files_under(tmp_path / "elsewhere"), log.read_bytes()) == before
+    caplog.set_level(logging.WARNING, logger="dsh_trio")
+    assert await persistence.list() == []
+    assert [r.getMessage() for r in caplog.records] == [
+        (
+            f"{link} is a symbolic link (not followed): only the store's root may "
+            "be a link; it is skipped"
+        )
+    ]
+
+
+async def test_the_stores_root_may_be_a_link(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    linked = tmp_path / "linked"
+    linked.symlink_to(real, target_is_directory=True)
+    persistence = JsonlPersistence(linked)
+    await store(persistence, header(), turn_events(0, 1))
+    assert (real / "_no-cwd" / "s1" / LOG_FILE_NAME).is_file()
+    assert [h.id for h in await persistence.list()] == ["s1"]
+    writer, events = await persistence.open("s1")
+    await writer.close()
+    assert len(events) == 5
+
+
+async def test_a_file_where_the_session_directory_belongs_is_a_clear_error(
+    persistence: JsonlPersistence, root: Path
+) -> None:
+    where = session_dir(root)
+    where.parent.mkdir(parents=True)
+    where.write_bytes(b"not a directory")
+    with pytest.raises(UnusableFileError) as info:
+        await persistence.create(header())
+    assert str(info.value) == f"{where} is a regular file, not a directory"
+    assert info.value.errno == errno.ENOTDIR
+
+
 # --------------------------------------------------------------------------- FIFOs
 
 

@@ -20,9 +20,11 @@ from ..errors import (
     ProfileError,
     SessionCorruptError,
     SessionNotFoundError,
+    UnknownEventTypeError,
 )
 from ..loop import Inbox
 from ..persistence import JsonlPersistence, restore_session, truncate_log
+from ..session import register_event_type
 from ._chat import DEFAULT_SYSTEM_PROMPT, run_chat
 from ._checks import check_sessions_readable
 from ._config import (
@@ -107,7 +109,12 @@ events written after it (a tool call that already ran).
 
 --truncate-at SEQ is your decision to cut such a log: every line from event SEQ to
 the end of the file moves into a side file beside the log (nothing is deleted), and
-then the log is loaded. Run `dsh-trio show ID` to read the log first."""
+then the log is loaded. Run `dsh-trio show ID` to read the log first.
+
+An event of a type dsh-trio does not know (your application's own) is refused unless
+it is marked "ignorable": true; --event-type TYPE declares such a type (repeat it for
+each), so that the log loads with those events kept as they are. Pass the same flags
+to `dsh-trio chat --resume`."""
 
 
 def _add_session_dir(parser: argparse.ArgumentParser) -> None:
@@ -167,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         "provider's, on for DeepSeek); kept with the session like --model",
     )
     _add_session_dir(chat)
+    _add_event_types(chat)
     chat.add_argument(
         "prompt",
         nargs="?",
@@ -246,10 +254,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="move event SEQ and everything after it into a side file, then load",
     )
     _add_session_dir(repair)
+    _add_event_types(repair)
     add_composition(commands, chat)
     add_store_commands(commands, chat, sessions, show)
     add_worker_command(commands)
     return parser
+
+
+def _add_event_types(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--event-type",
+        dest="event_types",
+        action="append",
+        metavar="TYPE",
+        type=_event_type,
+        help="an event type your application writes in its logs (repeatable): "
+        'events of TYPE load without "ignorable": true',
+    )
+
+
+def _event_type(text: str) -> str:
+    if not text or text != text.strip() or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(
+            f"TYPE must be an event type such as billing/charge (no spaces), "
+            f"got {text!r:.60}"
+        )
+    return text
 
 
 def _seq(text: str) -> int:
@@ -289,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    for name in getattr(args, "event_types", None) or ():
+        register_event_type(name)  # for this process, before any log is read
     try:
         commands: dict[str, Callable[[argparse.Namespace], int]] = {
             "chat": _chat,
@@ -553,7 +585,14 @@ def _repair(args: argparse.Namespace) -> int:
             f"dsh-trio repair: session {session_id!r} is refused: {_one_line(exc)}",
             file=sys.stderr,
         )
-        if exc.seq is not None:
+        if isinstance(exc, UnknownEventTypeError):
+            print(
+                f"if your application writes {exc.event_type!r} events, declare the "
+                f"type: dsh-trio repair {shlex.quote(session_id)} --event-type "
+                f"{shlex.quote(exc.event_type)}{hint}",
+                file=sys.stderr,
+            )
+        elif exc.seq is not None:
             print(
                 f"to cut the log from seq {exc.seq} on (the cut lines are kept in a side "
                 f"file beside it), run: dsh-trio repair {shlex.quote(session_id)} "

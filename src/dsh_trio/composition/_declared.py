@@ -34,6 +34,7 @@ _OPTION_KEYS = {
     "reasoningEffort": "reasoning_effort",
     "max_tokens": "max_tokens",
     "maxTokens": "max_tokens",
+    "thinking": "thinking",
 }
 
 
@@ -69,6 +70,11 @@ def _options(raw: object, where: str) -> AgentOptions:
         if field is None:
             raise PresetError(
                 f"{where}.{key} is not an agent option (allowed: {sorted(_OPTION_KEYS)})"
+            )
+        if field == "thinking" and value is not None and not isinstance(value, bool):
+            raise PresetError(
+                f"{where}.{key} must be true, false or null (the provider's "
+                f"default), got {kind_of(value)}"
             )
         fields[field] = value
     try:

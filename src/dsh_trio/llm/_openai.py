@@ -32,7 +32,15 @@ from ._deepseek import check_deepseek_model, is_deepseek_url
 from ._openai_errors import REDACTED, adapter_failure, http_error, scrub_exception
 from ._openai_request import request_body
 from ._openai_sse import Translator
-from ._redact import LogGuard, guard_logs, shown_url, url_password
+from ._redact import (
+    LogGuard,
+    Secret,
+    guard_logs,
+    header_secrets,
+    secrets_of,
+    shown_url,
+    url_password,
+)
 from ._types import ModelRequest
 
 __all__ = ["OpenAICompatibleAdapter"]
@@ -147,7 +155,12 @@ class OpenAICompatibleAdapter:
     show the key and a ``user:password@`` password as ``***``. While the adapter
     lives, a filter on the ``httpx``, ``httpcore`` and ``hpack`` loggers (added
     once, levels left alone) redacts the key and the URL's password from their
-    records, which quote URLs, reason phrases and headers.
+    records, which quote URLs, reason phrases and headers. The values of
+    ``default_headers`` whose names look secret (``X-Api-Key``, ``Authorization``,
+    ``Cookie``, a name with ``key``, ``token``, ``secret``, ``auth``, ``passw``,
+    ``credential`` or ``signature`` in it) are redacted everywhere the key is, and
+    so are the credentials after their scheme (``Bearer ...``) and a cookie's
+    values; values shorter than 4 characters are not taken for secrets.
 
     Streamed text that is not valid Unicode (a lone surrogate such as
     ``"\\ud800"``) is repaired with U+FFFD, and a surrogate pair split across two
@@ -180,7 +193,8 @@ class OpenAICompatibleAdapter:
         client: an ``httpx.AsyncClient`` to send requests with (tests pass one built
             on ``httpx.MockTransport``).
         timeout: the httpx timeout of each request.
-        default_headers: extra headers sent with every request.
+        default_headers: extra headers sent with every request; secret-looking
+            values are redacted as the key is (above).
         request_timeout_s: the most one attempt may take, in seconds, from sending
             the request to the end of the response (default 600, ten minutes);
             ``None`` for no limit.
@@ -216,6 +230,7 @@ class OpenAICompatibleAdapter:
     _url: str
     _shown_url: str
     _api_key: str | None
+    _secret: Secret
     _client: httpx.AsyncClient
     _owns_client: bool
     _timeout: httpx.Timeout
@@ -282,11 +297,15 @@ class OpenAICompatibleAdapter:
         if thinking_switch is None:
             thinking_switch = deepseek
         url = f"{base}/chat/completions"
+        # Everything redacted from what leaves the adapter: the key, and the
+        # secret-looking values of the headers given (a key sent as X-Api-Key).
+        secret = secrets_of(api_key, *header_secrets(default_headers or {}))
         self.__attrs_init__(
             base,
             url,
-            shown_url(url, api_key),
+            shown_url(url, secret),
             api_key,
+            secret,
             client if client is not None else httpx.AsyncClient(timeout=http_timeout),
             client is None,
             http_timeout,
@@ -296,14 +315,17 @@ class OpenAICompatibleAdapter:
             max_tokens_field,
             reasoning_passback,
             thinking_switch,
-            # httpx logs every request's URL and reason phrase: the key, and a
-            # password in base_url, are redacted there while this adapter lives.
-            guard_logs(api_key, url_password(base)),
+            # httpx logs every request's URL and reason phrase: the secrets, and
+            # a password in base_url, are redacted there while this adapter lives.
+            guard_logs(
+                *(secret if isinstance(secret, tuple) else (secret,)),
+                url_password(base),
+            ),
         )
 
     def __repr__(self) -> str:
         key = REDACTED if self._api_key is not None else None
-        shown = shown_url(self._base_url, self._api_key)
+        shown = shown_url(self._base_url, self._secret)
         return f"OpenAICompatibleAdapter(base_url={shown!r}, api_key={key!r})"
 
     async def aclose(self) -> None:
@@ -356,7 +378,7 @@ class OpenAICompatibleAdapter:
             thinking_switch=self._thinking_switch,
         )
         await trio.lowlevel.checkpoint()
-        secret = self._api_key
+        secret = self._secret
         translator = Translator(secret)
         idle = self._idle_timeout
         deadline = trio.current_time() + self._request_timeout

@@ -22,7 +22,7 @@ import httpx  # noqa: ASYNC127  # the public contract takes an httpx.AsyncClient
 
 from ..errors import LlmError
 from ..values import LlmFailure
-from ._redact import REDACTED, clean, redact
+from ._redact import REDACTED, Secret, clean, redact
 from ._runtime import error_chain
 
 __all__ = [
@@ -79,7 +79,7 @@ def _overflows_context(lowered: str) -> bool:
 def http_error(
     response: httpx.Response,
     url: str,
-    secret: str | None,
+    secret: Secret,
     *,
     reasoning_passback: bool = False,
 ) -> LlmError:
@@ -176,14 +176,14 @@ def _status_of(value: object) -> int | None:
     return status if 100 <= status <= 599 else None
 
 
-def _request_id(headers: httpx.Headers, secret: str | None) -> str | None:
+def _request_id(headers: httpx.Headers, secret: Secret) -> str | None:
     raw = headers.get("x-request-id")
     if raw is None:
         return None
     return clean(raw, secret)[:_MAX_REQUEST_ID]
 
 
-def transport_error(exc: httpx.RequestError, url: str, secret: str | None) -> LlmError:
+def transport_error(exc: httpx.RequestError, url: str, secret: Secret) -> LlmError:
     """A connection that failed or timed out (``TIMEOUT``, ``INVALID_REQUEST``, ``TRANSPORT``).
 
     Only the failure: :func:`adapter_failure` scrubs ``exc`` and decides whether it
@@ -210,7 +210,7 @@ def _text(exc: BaseException) -> str:
         return ""
 
 
-def stream_failure(error: object, secret: str | None) -> LlmFailure:
+def stream_failure(error: object, secret: Secret) -> LlmFailure:
     """An error event inside a 200 stream (vLLM, OpenRouter, Groq and others send these).
 
     Classified like an HTTP error: a status in the payload (``code: 400``,
@@ -250,7 +250,7 @@ def stream_failure(error: object, secret: str | None) -> LlmFailure:
     return LlmFailure(text[:_MAX_ERROR_TEXT], code, status=status)
 
 
-def scrub_exception(exc: BaseException, secret: str | None) -> bool:
+def scrub_exception(exc: BaseException, secret: Secret) -> bool:
     """Redact ``secret`` from ``exc`` and its causes, contexts and group members.
 
     The text arguments and the notes of each exception are redacted in place: an
@@ -290,7 +290,7 @@ def scrub_exception(exc: BaseException, secret: str | None) -> bool:
     return safe
 
 
-def _renders_safely(exc: BaseException, secret: str) -> bool:
+def _renders_safely(exc: BaseException, secret: Secret) -> bool:
     try:
         shown = f"{exc!s} {exc!r}"
     except Exception:  # a hostile __str__: nothing a traceback prints can be trusted
@@ -298,7 +298,7 @@ def _renders_safely(exc: BaseException, secret: str) -> bool:
     return redact(shown, secret) is shown
 
 
-def adapter_failure(exc: Exception, url: str, secret: str | None) -> LlmError:
+def adapter_failure(exc: Exception, url: str, secret: Secret) -> LlmError:
     """The :class:`LlmError` for an exception that ended a stream, key redacted.
 
     An ``httpx.RequestError`` is classified by :func:`transport_error`; an

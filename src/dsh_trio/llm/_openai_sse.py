@@ -38,7 +38,7 @@ from ..values import (
     Usage,
 )
 from ._openai_errors import as_str as _str, stream_failure
-from ._redact import StreamText, clean, redact, repair_unicode
+from ._redact import Secret, StreamText, clean, redact, repair_unicode
 
 __all__ = ["Translator"]
 
@@ -105,7 +105,7 @@ def _map_usage(usage: dict[str, object]) -> Usage | None:
 
 
 def _finish_reason(
-    reason: str | None, has_tool_calls: bool, secret: str | None
+    reason: str | None, has_tool_calls: bool, secret: Secret
 ) -> FinishReason:
     if reason is None or reason == "stop":
         # Some servers report "stop" for a reply that calls tools.
@@ -154,7 +154,8 @@ class Translator:
     not valid Unicode and were replaced by U+FFFD.
 
     Args:
-        secret: the API key, redacted from every string the server sends.
+        secret: the API key (and the secret values of the adapter's headers),
+            redacted from every string the server sends.
     """
 
     __slots__ = (
@@ -171,7 +172,7 @@ class Translator:
         "failure",
     )
 
-    def __init__(self, secret: str | None) -> None:
+    def __init__(self, secret: Secret) -> None:
         self._secret = secret
         self._blocks: list[_OpenBlock] = []
         self._text: _OpenBlock | None = None

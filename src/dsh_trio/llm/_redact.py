@@ -3,7 +3,8 @@
 Everything a server or its transport sends (error messages, codes, headers, the text of
 an event, streamed content, the text of any exception) passes through here before it
 reaches an error, the log or the session. :func:`redact` is the one place the API key is
-removed (also a key cut off at the end of a string); :func:`repair_unicode` replaces what
+removed (also a key cut off at the end of a string), and with it every secret-looking
+value of the adapter's own headers (:func:`header_secrets`); :func:`repair_unicode` replaces what
 UTF-8 cannot encode (lone surrogates, as JSON's ``"\\ud800"`` decodes). :class:`StreamText`
 applies both to text that arrives in fragments, so a key or an emoji's surrogate pair
 split across two events is handled as if it had come whole. :func:`shown_url` is a URL
@@ -18,25 +19,29 @@ import logging
 import re
 import threading
 import weakref
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Mapping
+from typing import Final, TypeAlias
 
 from ..values import utf8_ok
 
 __all__ = [
     "KEY_PREFIX",
     "REDACTED",
+    "SHORTEST_HEADER_SECRET",
     "SHORT_SECRET",
+    "Secret",
     "StreamText",
     "GUARDED_LOGGERS",
     "LogGuard",
     "clean",
     "cut_key_at_end",
     "guard_logs",
+    "header_secrets",
     "redact",
     "redact_all",
     "redact_live_secrets",
     "repair_unicode",
+    "secrets_of",
     "shown_url",
     "url_password",
 ]
@@ -50,6 +55,76 @@ KEY_PREFIX: Final = 8
 #: What :func:`repair_unicode` puts in place of a code point UTF-8 cannot encode.
 REPLACEMENT: Final = "\ufffd"
 
+#: What is redacted: one secret (the usual case, the API key alone), several
+#: (longest first, as :func:`secrets_of` orders them), or none.
+Secret: TypeAlias = str | tuple[str, ...] | None
+
+#: Header names that carry a secret: a name containing one of these words (any case).
+_SECRET_HEADER: Final = re.compile(
+    r"key|token|secret|auth|cookie|passw|passphrase|credential|signature",
+    re.IGNORECASE,
+)
+#: ``<scheme> <credentials>`` of an ``Authorization``-like value.
+_SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*\s+(?P<rest>\S.*)")
+#: Header values shorter than this are no secret worth the name: redacting them would
+#: turn every ``1`` or ``yes`` of a message into ``***``.
+SHORTEST_HEADER_SECRET: Final = 4
+
+
+def secrets_of(*values: str | None) -> Secret:
+    """The secrets among ``values`` as the redaction functions take them.
+
+    Empty strings and ``None`` are dropped, duplicates kept once; one secret is
+    returned as itself, several as a tuple, longest first (a secret that holds
+    another is redacted whole), none as ``None``.
+
+    >>> secrets_of("sk-a", None, "Bearer sk-a", "sk-a")
+    ('Bearer sk-a', 'sk-a')
+    >>> secrets_of("sk-a", "")
+    'sk-a'
+    """
+    kept = sorted({value for value in values if value}, key=lambda v: (-len(v), v))
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else tuple(kept)
+
+
+def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The secret-looking values of ``headers``, as a transport could echo them.
+
+    A header is secret when its name contains ``key``, ``token``, ``secret``,
+    ``auth``, ``cookie``, ``passw``, ``passphrase``, ``credential`` or
+    ``signature`` (any case: ``X-Api-Key``, ``Authorization``,
+    ``Proxy-Authorization``, ``Cookie``, ``X-Auth-Token``). Its whole value is a
+    secret (when it has :data:`SHORTEST_HEADER_SECRET` characters or more), and so
+    are the parts a server may quote alone, when they have :data:`SHORT_SECRET`
+    characters or more: the credentials of a ``<scheme> <credentials>`` value
+    (``Bearer sk-...``) and the value of each ``name=value`` pair of a cookie.
+    Never blocks.
+
+    >>> header_secrets({"X-Api-Key": "k-123", "Accept": "text/plain", "X-Auth": "1"})
+    ('k-123',)
+    >>> header_secrets({"Authorization": "Bearer t-123456789", "Cookie": "a=1; b=s3cret-42"})
+    ('Bearer t-123456789', 't-123456789', 'a=1; b=s3cret-42', 's3cret-42')
+    """
+    found: list[str] = []
+    for name, raw in headers.items():
+        value = raw.strip()
+        if len(value) < SHORTEST_HEADER_SECRET or not _SECRET_HEADER.search(name):
+            continue
+        found.append(value)
+        parts: list[str] = []
+        scheme = _SCHEME.fullmatch(value)
+        if scheme is not None:
+            parts.append(scheme["rest"].strip())
+        if "cookie" in name.lower():
+            for pair in value.split(";"):
+                _, equals, part = pair.partition("=")
+                if equals:
+                    parts.append(part.strip())
+        found.extend(part for part in parts if len(part) >= SHORT_SECRET)
+    return tuple(dict.fromkeys(found))
+
 
 @functools.lru_cache(maxsize=8)
 def _pattern(secret: str) -> re.Pattern[str]:
@@ -61,8 +136,11 @@ def _pattern(secret: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w-]){escaped}(?![\w-])")
 
 
-def redact(text: str, secret: str | None) -> str:
+def redact(text: str, secret: Secret) -> str:
     """``text`` with the API key ``secret`` replaced by ``***``.
+
+    ``secret`` may also be a tuple of secrets (see :func:`secrets_of`), each
+    redacted in turn, longest first.
 
     A key of :data:`SHORT_SECRET` (8) characters or more is replaced wherever it
     occurs, and so is a cut-off key at the end of ``text``: a prefix of the key of
@@ -80,6 +158,10 @@ def redact(text: str, secret: str | None) -> str:
         'key ***, again ***'
     """
     if not secret:
+        return text
+    if isinstance(secret, tuple):
+        for one in secret:
+            text = redact(text, one)
         return text
     if len(secret) < SHORT_SECRET:
         if secret not in text:
@@ -130,9 +212,7 @@ def redact_all(text: str, secrets: Iterable[str]) -> str:
         >>> redact_all("refused Bearer tok-0123456789", ["Bearer tok-0123456789"])
         'refused ***'
     """
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = redact(text, secret)
-    return text
+    return redact(text, secrets_of(*secrets))
 
 
 def _userinfo(url: str) -> tuple[int, int, int] | None:
@@ -164,7 +244,7 @@ def url_password(url: str) -> str | None:
     return url[colon + 1 : at] or None
 
 
-def shown_url(url: str, secret: str | None) -> str:
+def shown_url(url: str, secret: Secret) -> str:
     """``url`` as messages show it: its password as ``***``, the key redacted.
 
     >>> shown_url("https://me:pw@llm.test/v1?key=sk-0123456789abcdef", "sk-0123456789abcdef")
@@ -189,7 +269,7 @@ def repair_unicode(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def clean(text: str, secret: str | None) -> str:
+def clean(text: str, secret: Secret) -> str:
     """A server string made safe: :func:`repair_unicode`, then :func:`redact`."""
     return redact(repair_unicode(text), secret)
 
@@ -207,13 +287,22 @@ class StreamText:
     decide it. Without a key, valid text passes through unchanged and nothing is held
     but a trailing high surrogate.
 
+    Several secrets (a tuple, longest first) are redacted one after the other: the
+    text one secret lets through is pushed on to the next.
+
     Args:
-        secret: the API key to redact (:func:`redact` rules), or ``None``.
+        secret: the API key to redact (:func:`redact` rules), several secrets,
+            or ``None``.
     """
 
-    __slots__ = ("_before", "_pending", "_secret", "_short", "repaired")
+    __slots__ = ("_before", "_next", "_pending", "_secret", "_short", "repaired")
 
-    def __init__(self, secret: str | None) -> None:
+    def __init__(self, secret: Secret) -> None:
+        self._next: StreamText | None = None
+        if isinstance(secret, tuple):
+            if len(secret) > 1:
+                self._next = StreamText(secret[1:] if len(secret) > 2 else secret[1])
+            secret = secret[0] if secret else None
         self._secret = secret or None
         self._short = secret is not None and len(secret) < SHORT_SECRET
         self._pending = ""
@@ -237,7 +326,7 @@ class StreamText:
             return text
         shown, held = self._scrub(text, final=False)
         self._pending = held + tail
-        return shown
+        return shown if self._next is None else self._next.push(shown)
 
     def flush(self) -> str:
         """The text still held back, decided as the end of the block.
@@ -247,9 +336,11 @@ class StreamText:
         """
         text = self._repair(self._pending)
         self._pending = ""
-        if self._secret is None or not text:
+        if self._secret is not None and text:
+            text = self._scrub(text, final=True)[0]
+        if self._next is None:
             return text
-        return self._scrub(text, final=True)[0]
+        return self._next.push(text) + self._next.flush()
 
     def _repair(self, text: str) -> str:
         fixed = repair_unicode(text)

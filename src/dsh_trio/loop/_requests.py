@@ -31,6 +31,7 @@ def request_seed(
             model=options.model or "",
             reasoning_effort=effort,
             max_tokens=options.max_tokens,
+            thinking=options.thinking,
         )
     seed = persisted.config
     defaults = persisted.adapter_defaults

@@ -202,5 +202,5 @@ class StepRequests:
             config.temperature,
             config.stop,
             self._agent.id,
-            self._agent.options.thinking,
+            config.thinking,
         )

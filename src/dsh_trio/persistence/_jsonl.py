@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import logging
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
-from .._files import make_dirs
+from .._files import check_real_dirs, make_dirs
 from ..errors import (
     SessionCorruptError,
     SessionExistsError,
@@ -44,6 +45,8 @@ from ._jsonl_writer import JsonlWriter, WriterState, stamp
 
 if TYPE_CHECKING:
     from ._persistence import Durability
+
+_logger = logging.getLogger("dsh_trio")
 
 __all__ = ["JsonlPersistence", "LOG_FILE_NAME"]
 
@@ -71,7 +74,12 @@ class JsonlPersistence:
     session directory are opened only if they are regular files: a symbolic link
     where a log or lock file belongs is refused (never followed), and so is a
     FIFO, socket, device or directory, with
-    :class:`~dsh_trio.errors.UnusableFileError`.
+    :class:`~dsh_trio.errors.UnusableFileError`. The same holds one level up: a
+    project or session directory below the root that is a symbolic link is
+    refused when a session is created, opened or repaired there (and skipped by
+    :meth:`list`), since writing through it would put the session's files
+    wherever it points. The root itself may be a link: it is the directory the
+    user chose.
 
     Example::
 
@@ -127,7 +135,8 @@ class JsonlPersistence:
             SessionLockedError: another writer (in this or another process) holds
                 the id.
             UnusableFileError: the session's lock file path holds a link, a
-                directory, a FIFO, ...
+                directory, a FIFO, ..., or its project or session directory is a
+                symbolic link (nothing is made through it).
             OSError: the session's directory cannot be made under the root.
         """
         session_dir = session_dir_for(self._root, header)
@@ -201,7 +210,8 @@ class JsonlPersistence:
                 valid event, or damage is followed by a line that parses (``seq``
                 and ``line`` name the damaged line; the file is left as it is).
             UnusableFileError: the log or the lock file is a link, a directory,
-                a FIFO, ... (it is not opened).
+                a FIFO, ... (it is not opened), or the session's directory or its
+                project directory is a symbolic link (not followed).
             OSError: a damaged tail could not be kept and cut.
         """
         check_id(session_id)
@@ -241,7 +251,8 @@ class JsonlPersistence:
         """The headers of every readable session under the root, oldest first.
 
         Files whose header is damaged or of a foreign version are skipped, and so
-        is whatever is not a regular file (never opened: a warning on the
+        is whatever is not a regular file, and a project or session directory that
+        is a symbolic link (never opened, never followed: a warning on the
         ``dsh_trio`` logger names it). Blocks on a worker thread.
         """
         return await trio.to_thread.run_sync(self._list_sync)
@@ -288,6 +299,8 @@ class JsonlPersistence:
         created_root = not os.path.isdir(self._root)
         made_dir = not os.path.isdir(session_dir)
         lock_fd = -1
+        # Nothing is made through a link at the project or session directory.
+        check_real_dirs(os.path.dirname(session_dir), session_dir, missing_ok=True)
         for attempt in range(3):
             make_dirs(session_dir)
             try:
@@ -332,8 +345,8 @@ class JsonlPersistence:
 
     def _list_sync(self) -> builtins.list[SessionHeader]:
         headers: builtins.list[SessionHeader] = []
-        for project in _subdirs(self._root):
-            for session_dir in _subdirs(project):
+        for project in _subdirs(self._root, follow=False):
+            for session_dir in _subdirs(project, follow=False):
                 header = read_header(os.path.join(session_dir, LOG_FILE_NAME))
                 if header is None:
                     continue
@@ -345,10 +358,24 @@ class JsonlPersistence:
         return headers
 
 
-def _subdirs(path: str) -> builtins.list[str]:
-    """The directories directly inside ``path`` (none if it does not exist)."""
+def _subdirs(path: str, *, follow: bool = True) -> builtins.list[str]:
+    """The directories directly inside ``path`` (none if it does not exist).
+
+    Without ``follow``, a symbolic link to a directory is left out, and a warning
+    names it.
+    """
     try:
         with os.scandir(path) as entries:
-            return [e.path for e in entries if e.is_dir()]
+            found = [e for e in entries if e.is_dir()]
     except (FileNotFoundError, NotADirectoryError):
         return []
+    if follow:
+        return [e.path for e in found]
+    for entry in found:
+        if entry.is_symlink():
+            _logger.warning(
+                "%s is a symbolic link (not followed): only the store's root may "
+                "be a link; it is skipped",
+                entry.path,
+            )
+    return [e.path for e in found if not e.is_symlink()]

@@ -32,6 +32,7 @@ from ..errors import (
     SessionCorruptError,
     SessionFormatError,
     SessionNotFoundError,
+    UnknownEventTypeError,
     UnusableFileError,
 )
 from ..session import LoadedLog, Session
@@ -194,6 +195,14 @@ def scan_log(fd: int, path: str, session_id: str | None) -> Scan:
             continue
         try:
             event, checked = decode_event(obj, seq)
+        except UnknownEventTypeError as exc:
+            raise UnknownEventTypeError(
+                f"session log {path}, line {line_no} (seq {seq}): {exc}; the log is "
+                "left unchanged",
+                event_type=exc.event_type,
+                seq=seq,
+                line=line_no,
+            ) from exc
         except (SessionCorruptError, RecursionError) as exc:
             raise SessionCorruptError(
                 f"session log {path}, line {line_no} (seq {seq}): {exc}; the line is "

@@ -21,7 +21,7 @@ import threading
 import uuid
 from typing import Final
 
-from .._files import open_regular
+from .._files import check_real_dirs, open_regular
 from ..errors import SessionLockedError
 from ._jsonl_paths import LOCK_FILE_NAME
 
@@ -160,15 +160,21 @@ def acquire_lock(session_dir: str, session_id: str) -> int:
     waits for the ``flock`` (a worker thread calls this).
 
     The lock file is created ``0600`` (less the umask); a symbolic link or
-    anything else but a regular file at its path is refused, never followed.
+    anything else but a regular file at its path is refused, never followed. So is
+    a symbolic link at the session directory or at its project directory (the
+    store's root, above them, may be a link).
 
     Raises:
         SessionLockedError: another process holds the ``flock`` right now, or a live
             owner holds the lease.
         UnusableFileError: the lock file's path holds a symbolic link, a
-            directory or another file that is not a regular file.
+            directory or another file that is not a regular file, or the session
+            directory or its project directory is a symbolic link.
         OSError: the lock file cannot be opened.
     """
+    # Every use of a session directory (create, open, repair, a first write's
+    # completion) begins here: what it holds is reached through no link.
+    check_real_dirs(os.path.dirname(session_dir), session_dir)
     path = os.path.join(session_dir, LOCK_FILE_NAME)
     for _ in range(_ATTEMPTS):
         fd, opened = open_regular(path, os.O_RDWR | os.O_CREAT)

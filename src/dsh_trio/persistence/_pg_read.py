@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from ..errors import InvalidSessionIdError, SessionCorruptError, SessionNotFoundError
+from ..errors import (
+    InvalidSessionIdError,
+    SessionCorruptError,
+    SessionNotFoundError,
+    UnknownEventTypeError,
+)
 from ..session import LoadedLog
 from ..values import (
     SURFACE_TYPES,
@@ -142,6 +147,13 @@ def decode_rows(
                 ) from exc
             try:
                 event, checked = decode_event(obj, seq)
+            except UnknownEventTypeError as exc:
+                raise UnknownEventTypeError(
+                    f"{where}, seq {seq}: {exc}; the session is left unchanged",
+                    event_type=exc.event_type,
+                    seq=seq,
+                    line=seq + 2,
+                ) from exc
             except (SessionCorruptError, RecursionError) as exc:
                 raise SessionCorruptError(
                     f"{where}, seq {seq}: {exc}; the row is not a valid event",

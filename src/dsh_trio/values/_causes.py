@@ -207,10 +207,12 @@ class AgentOptions:
 
     ``thinking`` switches the model's thinking on (``True``) or off (``False``) in
     every request of the agent; ``None`` (the default) sends no switch and leaves the
-    provider's default. It reaches the adapter as ``ModelRequest.thinking``; the
-    OpenAI-compatible adapter sends it to DeepSeek as ``"thinking": {"type":
-    "enabled" | "disabled"}`` and other servers ignore it. It is not written to the
-    session log: pass it again when resuming.
+    provider's default. It is the ``thinking`` of every request's
+    :class:`CallConfig` (logged in ``request/header`` when set), and reaches the
+    adapter as ``ModelRequest.thinking``; the OpenAI-compatible adapter sends it to
+    DeepSeek as ``"thinking": {"type": "enabled" | "disabled"}`` and other servers
+    ignore it. A resumed agent takes it from its own options: pass it again when
+    resuming.
 
     Example::
 
@@ -233,7 +235,15 @@ class AgentOptions:
 
 @attrs.frozen(kw_only=True)
 class CallConfig:
-    """The route and knobs of one model request (what ``agent/request`` shapes)."""
+    """The route and knobs of one model request (what ``agent/request`` shapes).
+
+    It is logged as the ``config`` of ``request/header``. ``thinking`` is the
+    thinking switch that was asked for (``AgentOptions.thinking``, or what an
+    ``agent/request`` listener set): written as ``"thinking": true | false`` only
+    when set, so a log without it (an older one, or one that never switched) reads
+    as ``None``, the provider's default. The reference's ``LlmCallConfig`` has no
+    such field.
+    """
 
     provider: str
     model: str
@@ -241,3 +251,4 @@ class CallConfig:
     max_tokens: int | None = None
     temperature: float | None = None
     stop: tuple[str, ...] | None = None
+    thinking: bool | None = None

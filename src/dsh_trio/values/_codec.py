@@ -23,7 +23,7 @@ from typing import Any, Final, cast
 import attrs
 import cattrs
 
-from ..errors import InvalidEventError, SessionCorruptError
+from ..errors import InvalidEventError, SessionCorruptError, UnknownEventTypeError
 from ._converter import converter, structure
 from ._event_data import (
     EVENT_DATA_TYPES,
@@ -213,8 +213,9 @@ def decode_event(
     not skip an event that may change the meaning of the log.
 
     Raises:
-        SessionCorruptError: as :func:`event_from_json`, or with ``known_types``
-            an unknown type not marked ignorable (the message names the type).
+        SessionCorruptError: as :func:`event_from_json`.
+        UnknownEventTypeError: with ``known_types``, an unknown type not marked
+            ``"ignorable": true`` (absent or ``false``; the message names the type).
     """
     if obj.__class__ is dict:
         # The common line, checked in one pass: the four keys (and an appending
@@ -281,7 +282,11 @@ def decode_event(
                     '"ignorable": true'
                 )
             if known_types and not is_known_event_type(type_):
-                raise ValueError(_unknown_type(type_))
+                raise UnknownEventTypeError(
+                    _unknown_type(type_, obj.get("ignorable")),
+                    event_type=type_,
+                    seq=seq,
+                )
         raw_data = obj["data"]
         checked = True
         try:
@@ -319,12 +324,17 @@ def decode_event(
         ) from exc
 
 
-def _unknown_type(type_: str) -> str:
+def _unknown_type(type_: str, marked: object) -> str:
+    marker = (
+        'is marked "ignorable": false'
+        if marked is False
+        else 'is not marked "ignorable": true'
+    )
     return (
-        f'the event type "{type_}" is unknown and the event is not marked '
-        '"ignorable": true, so it may not be skipped; if an application writes it, '
-        f"declare it with dsh_trio.session.register_event_type({type_!r}) before "
-        "loading"
+        f'the event type "{type_}" is unknown and the event {marker}, '
+        "so it may not be skipped; if an application writes it, declare it with "
+        f"dsh_trio.session.register_event_type({type_!r}) (dsh-trio: "
+        f"--event-type {type_}) before loading"
     )
 
 

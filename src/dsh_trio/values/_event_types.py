@@ -109,7 +109,8 @@ def register_event_type(name: str) -> None:
 
     Declarations are process-wide and permanent; declare at import time of the
     application, before its logs are loaded (in every process that loads them, the
-    ``dsh-trio`` command included, which declares none). Synchronous, never
+    ``dsh-trio`` command included, which declares those given with
+    ``--event-type``). Synchronous, never
     blocks, idempotent; declaring a type dsh_trio already knows changes nothing.
 
     Example::
