@@ -131,6 +131,8 @@ class Durable:
     written_seq: int = 0
     written_size: int = 0
     writes: int = 0
+    #: Whether the writer's last operation failed (a fault the recorder retries).
+    failing: bool = False
     unsynced: list[Batch] = attrs.field(factory=list)
     breaches: list[str] = attrs.field(factory=list)
 
@@ -185,13 +187,19 @@ class TrackingWriter:
         inner = self._inner
         durable = self._durable
         if any(e.seq != inner.durable_seq + i for i, e in enumerate(events)):
+            durable.failing = True
             await inner.append(events, sync=sync)  # raises PersistenceSeqError
         first = not inner._materialised  # the first write creates the file, fsynced
         batch = Batch(events[0].seq, tuple(e.type for e in events)) if events else None
         if batch is not None:
             durable.before_write(batch)
         before = durable.fsyncs.count
-        inner._append_sync(tuple(events), sync)
+        try:
+            inner._append_sync(tuple(events), sync)
+        except BaseException:
+            durable.failing = True
+            raise
+        durable.failing = False
         await trio.lowlevel.checkpoint()
         durable.written_seq, durable.written_size = inner.durable_seq, inner._size
         if batch is not None:
@@ -228,12 +236,15 @@ class TrackingPersistence:
         self.inner = dsh.JsonlPersistence(root, durability=durability)
         self.durability = durability
         self.durable = Durable(durability, fsyncs)
+        #: The writer of the life (the last one made).
+        self.writer: Any = None
 
     def path_for(self, header: dsh.SessionHeader) -> str:
         return self.inner.path_for(header)
 
     async def create(self, header: dsh.SessionHeader) -> TrackingWriter:
         writer = await self.inner.create(header)
+        self.writer = writer
         return TrackingWriter(writer, self.durable)
 
     async def open(
@@ -242,6 +253,7 @@ class TrackingPersistence:
         writer, events = await self.inner.open(session_id)
         # What a new process finds on disk (cut after its last intact line) is durable.
         self.durable.loaded(len(events), writer._size)
+        self.writer = writer
         return TrackingWriter(writer, self.durable), events
 
     async def exists(self, session_id: str) -> bool:
@@ -319,7 +331,10 @@ class PersistenceMachine(RuleBasedStateMachine):
     def _open_life(self, *, resume: bool) -> None:
         persistence = self._new_persistence()
         host = RuntimeHost(
-            self.loop, models={"scripted": self.desk.model}, persistence=persistence
+            self.loop,
+            models={"scripted": self.desk.model},
+            persistence=persistence,
+            **self._runtime_options(),
         )
         runtime = host.start()
 
@@ -337,6 +352,18 @@ class PersistenceMachine(RuleBasedStateMachine):
                 lambda: runtime.agents.create(SESSION_ID, options=OPTIONS)
             )
         self.life = Life(host, persistence, handle, LogChecker(allow_interrupted=True))
+
+    def _runtime_options(self) -> dict[str, Any]:
+        """Extra ``open_runtime`` arguments of each life (tools, ...). Default: none."""
+        return {}
+
+    def _writes_failing(self, life: Life) -> bool:
+        """Whether the life's log cannot be written now (a fault the machine made).
+
+        While it cannot, the durability policy is not checked against what the
+        agent appended: the recorder keeps it queued and retries.
+        """
+        return False
 
     def _log_path(self, life: Life) -> str:
         return str(life.persistence.path_for(life.agent.session.header))
@@ -459,7 +486,9 @@ class PersistenceMachine(RuleBasedStateMachine):
         self.expect = Expectation(
             _as_json(events[:complete]),
             durable.seq,
-            inbox if keep == len(data) else None,
+            # The inbox is restored only if every event was written (a fault
+            # may have kept some from the file).
+            inbox if keep == len(data) and durable.written_seq == len(events) else None,
             exists=True,
         )
 
@@ -599,9 +628,11 @@ class PersistenceMachine(RuleBasedStateMachine):
     def _stop(self, life: Life) -> None:
         """Leave the life's runtime block (disposing its agent); all it wrote must be synced."""
         self.life = None
-        life.host.stop()
+        self._leave(life)
         durable = life.persistence.durable
         self._check_breaches(durable)
+        if self._writes_failing(life):
+            return
         if self.durability != "none" and (
             durable.seq != durable.written_seq or durable.size != durable.written_size
         ):
@@ -609,6 +640,10 @@ class PersistenceMachine(RuleBasedStateMachine):
                 f"on dispose: {durable.written_seq - durable.seq} of {durable.written_seq} "
                 f"written events ({durable.written_size - durable.size} bytes) were not fsynced"
             )
+
+    def _leave(self, life: Life) -> None:
+        """Leave the life's ``open_runtime`` block, disposing its agent."""
+        life.host.stop()
 
     def _check_breaches(self, durable: Durable) -> None:
         if durable.breaches:
@@ -638,6 +673,8 @@ class PersistenceMachine(RuleBasedStateMachine):
         # The durability policy: "always" fsyncs every batch, "turn" at least every
         # turn/end; the recording writer checked it at each write.
         self._check_breaches(life.persistence.durable)
+        if self._writes_failing(life):
+            return
         events = agent.session.events
         durable = life.persistence.durable.seq
         if self.durability == "always" and durable != len(events):
@@ -727,6 +764,7 @@ class PgTrackingWriter:
         inner = self._inner
         durable = self._durable
         if any(e.seq != inner.durable_seq + i for i, e in enumerate(events)):
+            durable.failing = True
             await inner.append(events, sync=sync)  # raises PersistenceSeqError
         if not events and not (sync and inner._unsynced):
             await trio.lowlevel.checkpoint()
@@ -734,7 +772,12 @@ class PgTrackingWriter:
         batch = Batch(events[0].seq, tuple(e.type for e in events)) if events else None
         if batch is not None:
             durable.before_write(batch)
-        inner.write_sync(self._conn, event_lines(events), sync)
+        try:
+            self._write(event_lines(events), sync)
+        except BaseException:
+            durable.failing = True
+            raise
+        durable.failing = False
         await trio.lowlevel.checkpoint()
         durable.written_seq = durable.written_size = inner.durable_seq
         if batch is not None:
@@ -744,6 +787,10 @@ class PgTrackingWriter:
             durable.fsyncs.count += 1
             durable.synced()
             durable.fsyncs.passed(1, "", inner.durable_seq, inner.durable_seq)
+
+    def _write(self, lines: list[str], sync: bool) -> None:
+        """One batch's transaction, inline on the machine's connection."""
+        self._inner.write_sync(self._conn, lines, sync)
 
     async def close(self) -> None:
         unsynced = self._inner._unsynced and self._inner._materialised
@@ -763,17 +810,22 @@ class PgTrackingPersistence:
         self.durability = durability
         self.durable = Durable(durability, fsyncs)
         self._conn = conn
+        #: The writer of the life (the last one made).
+        self.writer: Any = None
+
+    def _tracking(self, writer: Any) -> PgTrackingWriter:
+        self.writer = writer
+        return PgTrackingWriter(writer, self.durable, self._conn)
 
     async def create(self, header: dsh.SessionHeader) -> PgTrackingWriter:
-        writer = await self.inner.create(header)
-        return PgTrackingWriter(writer, self.durable, self._conn)
+        return self._tracking(await self.inner.create(header))
 
     async def open(
         self, session_id: str
     ) -> tuple[PgTrackingWriter, Sequence[dsh.SessionEvent]]:
         writer, events = await self.inner.open(session_id)
         self.durable.loaded(len(events), len(events))
-        return PgTrackingWriter(writer, self.durable, self._conn), events
+        return self._tracking(writer), events
 
     async def exists(self, session_id: str) -> bool:
         return await self.inner.exists(session_id)
