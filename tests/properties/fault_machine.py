@@ -187,7 +187,9 @@ class ConnectionFaults:
         except psycopg.OperationalError as exc:
             conn.close()
             self.hits += 1
-            raise ConnectionError(f"the PostgreSQL session store failed: {exc}") from exc
+            raise ConnectionError(
+                f"the PostgreSQL session store failed: {exc}"
+            ) from exc
 
     def inject(self, kind: str) -> None:
         if kind == "connection-lost":
@@ -269,6 +271,7 @@ class FaultRules:
         self.acked = 0
         self.tool_checker = ToolCallChecker()
         self.waiting_tools = 0
+        self.tool_turns = 0
         self.violations: list[str] = []
         self.faulted = False  # the life saw a fault or a fence
         self.failed_leave = False
@@ -360,6 +363,9 @@ class FaultRules:
             self.failed_leave = True
         finally:
             self.faults.clear()
+        try:
+            self._check_fence(life)  # the disposal's flush must not append either
+        finally:
             self._end_rival()
 
     def _end_rival(self) -> None:
@@ -377,6 +383,41 @@ class FaultRules:
         names = (first, "lookup" if first == "wait" else "wait")
         script = self.desk.script_for(op, names, lambda name: "{}")
         self.loop.run_sync(lambda: self.desk.answer(script, hangs=op.kind == "hang"))
+
+    @rule(
+        how=st.sampled_from(("crash", "cancel", "dispose")),
+        cut=st.integers(min_value=0, max_value=1 << 16),
+    )
+    def end_step_in_tools(self, how: str, cut: int) -> None:
+        """A step asks for ``wait`` then ``lookup``; it ends while ``wait`` runs.
+
+        Ended by a crash, by a cancel (``lookup`` never starts) or by the
+        agent's disposal.
+        """
+        life = self.life
+        if life is None:
+            return
+        if not self.desk.unanswered and life.agent.status is dsh.AgentStatus.IDLE:
+            self.tool_turns += 1
+            message = dsh.user_message("use the tools", id=f"tools-{self.tool_turns}")
+            try:
+                self.loop.run_sync(lambda: life.agent.followup(message))
+            except dsh.PersistenceError:
+                if not self.faulted:
+                    raise
+                return
+        if not self.desk.unanswered:
+            return
+        script = self.desk.script_for(
+            Answer("tool-calls", calls=2), ("wait", "lookup"), lambda name: "{}"
+        )
+        self.loop.run_sync(lambda: self.desk.answer(script))
+        if how == "crash":
+            self.crash(cut)  # type: ignore[attr-defined]
+        elif how == "cancel":
+            self.loop.run_sync(lambda: life.agent.cancel(dsh.UserCancel()))
+        else:
+            self.restart()
 
     @rule(kind=st.sampled_from(("first", "second")))
     def inject_fault(self, kind: str) -> None:
@@ -410,23 +451,30 @@ class FaultRules:
     def clear_fault(self) -> None:
         self.faults.clear()
 
-    @rule()
-    def flush(self) -> None:
-        """``agent.flush()``: it returns once everything appended so far is in the log."""
+    @rule(fault=st.sampled_from((None, "first", "second")))
+    def flush(self, fault: str | None) -> None:
+        """``agent.flush()``: it returns once everything appended so far is in the log.
+
+        With ``fault``, the fault is injected first and the flush called twice:
+        the first finds the log failing, the second finds the fault reported.
+        """
         life = self.life
         if life is None:
             return
-        appended = len(life.agent.session.events)
-        hits = self.faults.hits
-        try:
-            self.loop.call(life.agent.flush)
-        except dsh.PersistenceError:
-            if not (self.faults.hits > hits or self.fence is not None):
-                raise
-            note("flush: raised on a failing log")
-            return
-        self.acked = max(self.acked, appended)
-        self.flushed_events_are_in_the_log()
+        if fault is not None:
+            self.inject_fault(fault)
+        for _ in range(1 if fault is None else 2):
+            appended = len(life.agent.session.events)
+            hits = self.faults.hits
+            try:
+                self.loop.call(life.agent.flush)
+            except dsh.PersistenceError:
+                if not (self.faults.hits > hits or self.fence is not None):
+                    raise
+                note("flush: raised on a failing log")
+                continue
+            self.acked = max(self.acked, appended)
+            self.flushed_events_are_in_the_log()
 
     @rule(
         op=st.sampled_from(
@@ -470,7 +518,7 @@ class FaultRules:
             self.expect = Expectation(
                 _as_json(events), len(events), None, exists=self._stored(life)
             )
-        self._resume()  # type: ignore[attr-defined]
+        self._resume()
         if failed or not mail:
             return
         resumed = self.life
@@ -488,7 +536,8 @@ class FaultRules:
                     "when the agent was disposed, and its log never recorded it"
                 )
         left = [
-            m.id for m in (*resumed.agent.inbox.next_turn, *resumed.agent.inbox.next_step)
+            m.id
+            for m in (*resumed.agent.inbox.next_turn, *resumed.agent.inbox.next_step)
         ]
         if left:
             raise _fail(
@@ -538,9 +587,12 @@ class FaultRules:
 
     @invariant()
     def a_fenced_writer_never_appends(self) -> None:
+        if self.life is not None:
+            self._check_fence(self.life)
+
+    def _check_fence(self, life: Life) -> None:
         fence = self.fence
-        life = self.life
-        if fence is None or life is None:
+        if fence is None:
             return
         now = self._fenced_state(life)
         if now != fence.stored:
@@ -699,6 +751,7 @@ class PgFaultMachine(FaultRules, PostgresPersistenceMachine):
         row = self.conn.execute(
             "SELECT count(*) FROM dsh_trio.events WHERE session_id = %s", (SESSION_ID,)
         ).fetchone()
+        assert row is not None
         return int(row[0])
 
     def _describe(self, stored: object) -> str:
