@@ -140,6 +140,10 @@ class DiskFaults:
     def clear(self) -> None:
         self.kind = None
 
+    def reset(self) -> None:
+        """A new process starts: no fault."""
+        self.kind = None
+
     def uninstall(self) -> None:
         # sync_data is put back by the persistence machine's teardown.
         _jsonl_writer.write_all = self._write_all
@@ -201,6 +205,13 @@ class ConnectionFaults:
 
     def clear(self) -> None:
         self.kind = None
+
+    def reset(self) -> None:
+        """A new process starts: no fault, and a connection of its own."""
+        self.kind = None
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
     def uninstall(self) -> None:
         if self.conn is not None:
@@ -362,7 +373,7 @@ class FaultRules:
             note("dispose: the log could not be written")
             self.failed_leave = True
         finally:
-            self.faults.clear()
+            self.faults.reset()
         try:
             self._check_fence(life)  # the disposal's flush must not append either
         finally:
@@ -370,6 +381,21 @@ class FaultRules:
 
     def _end_rival(self) -> None:
         self.fence = None
+
+    def _stored_writer(self, life: Life) -> Any:
+        """The life's writer once its log is stored (a quiet message stores it)."""
+        writer = life.persistence.writer
+        if writer is not None and not writer._materialised:
+            self.tool_turns += 1
+            message = dsh.user_message("note", id=f"note-{self.tool_turns}")
+            self.loop.run_sync(
+                lambda: life.agent.send(message, dsh.InboxTarget.NEXT_TURN, False)
+            )
+            with contextlib.suppress(dsh.PersistenceError):
+                self.loop.call(life.agent.flush)
+        if writer is None or not writer._materialised:
+            return None
+        return writer
 
     # ------------------------------------------------------------------ rules
 
@@ -655,8 +681,8 @@ class FaultMachine(FaultRules, PersistenceMachine):
         life = self.life
         if life is None or self.fence is not None:
             return
-        writer = life.persistence.writer
-        if writer is None or not writer._materialised:
+        writer = self._stored_writer(life)
+        if writer is None:
             return
         second = dsh.JsonlPersistence(self.root, durability="none")
         try:
@@ -765,8 +791,8 @@ class PgFaultMachine(FaultRules, PostgresPersistenceMachine):
         life = self.life
         if life is None or self.fence is not None:
             return
-        writer = life.persistence.writer
-        if writer is None or not writer._materialised:
+        writer = self._stored_writer(life)
+        if writer is None:
             return
         self.conn.execute(
             "UPDATE dsh_trio.owners SET expires_at = clock_timestamp() - interval '1 s'"

@@ -208,7 +208,7 @@ def machine_dsn() -> Iterator[str]:
 
 
 #: PostgreSQL steps wait on a real server: fewer examples.
-PG_BUDGET: dict[str, Any] = {"max_examples": 100, "steps": 15}
+PG_BUDGET: dict[str, Any] = {"max_examples": 100, "steps": 20}
 
 
 def test_a_pg_writer_that_does_not_compare_tokens_is_reported(
