@@ -368,7 +368,8 @@ class FaultRules:
             life.host.stop()
         except Exception as exc:
             expected = self.faulted or self.fence is not None or self.faults.hits > hits
-            if not expected or not all(isinstance(e, OSError) for e in _leaves(exc)):
+            refused = (OSError, dsh.SessionLockedError)  # a lost lease, too
+            if not expected or not all(isinstance(e, refused) for e in _leaves(exc)):
                 raise
             note("dispose: the log could not be written")
             self.failed_leave = True
