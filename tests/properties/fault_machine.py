@@ -54,6 +54,7 @@ import dsh_trio as dsh
 from dsh_trio.persistence import _jsonl_writer
 from dsh_trio.testing import answers, sends
 from dsh_trio.testing._strategies import Answer
+from dsh_trio.testing.machine import LogChecker, RuntimeHost
 from dsh_trio.testing.machine._report import note
 from dsh_trio.values import (
     AssistantMessageData,
@@ -67,6 +68,7 @@ from dsh_trio.values import (
 )
 
 from .persistence_machine import (
+    OPTIONS,
     SESSION_ID,
     Expectation,
     Life,
@@ -307,9 +309,6 @@ class FaultRules:
 
     # ------------------------------------------------------------------ hooks
 
-    def _runtime_options(self) -> dict[str, Any]:
-        return {"tools": self.tools}
-
     def _writes_failing(self, life: Life) -> bool:
         return bool(
             self.failed_leave
@@ -318,9 +317,31 @@ class FaultRules:
         )
 
     def _open_life(self, *, resume: bool) -> None:
-        super()._open_life(resume=resume)  # type: ignore[misc]
-        life = self.life
-        assert life is not None
+        """As the persistence machine's, with the tools, and the success check subscribed."""
+        persistence = self._new_persistence()  # type: ignore[attr-defined]
+        host = RuntimeHost(
+            self.loop,
+            models={"scripted": self.desk.model},
+            persistence=persistence,
+            tools=self.tools,
+        )
+        runtime = host.start()
+
+        async def create() -> dsh.AgentHandle:
+            if resume:
+                return await runtime.agents.resume(SESSION_ID, options=OPTIONS)
+            return await runtime.agents.create(SESSION_ID, options=OPTIONS)
+
+        try:
+            handle = self.loop.call(create)
+        except dsh.SessionNotFoundError:
+            if self.expect is not None and self.expect.exists:
+                raise
+            handle = self.loop.call(
+                lambda: runtime.agents.create(SESSION_ID, options=OPTIONS)
+            )
+        life = Life(host, persistence, handle, LogChecker(allow_interrupted=True))
+        self.life = life
         self.faulted = False
         self.failed_leave = False
         self.tool_checker = ToolCallChecker()
@@ -359,6 +380,23 @@ class FaultRules:
             life.agent.cancel(dsh.UserCancel(), keep_inbox=True)
             return True
         return False
+
+    def _stop(self, life: Life) -> None:
+        """As the persistence machine's, but a disposal on a failing log may fail."""
+        self.life = None
+        self._leave(life)
+        durable = life.persistence.durable
+        if durable.breaches:
+            raise _fail(durable.breaches[0])
+        if self._writes_failing(life):
+            return
+        if self.durability != "none" and (
+            durable.seq != durable.written_seq or durable.size != durable.written_size
+        ):
+            raise _fail(
+                f"on dispose: {durable.written_seq - durable.seq} of {durable.written_seq} "
+                f"written events ({durable.written_size - durable.size} bytes) were not fsynced"
+            )
 
     def _leave(self, life: Life) -> None:
         """Leave the life's runtime block; with a fault or a fence, disposal may fail."""
@@ -576,6 +614,23 @@ class FaultRules:
     # ------------------------------------------------------------------ invariants
 
     @invariant()
+    def live_log_is_well_formed(self) -> None:
+        """The persistence machine's, with the durability policy checked only while
+        the log is being written (a failing writer keeps events queued)."""
+        life = self.life
+        if life is None:
+            return
+        if not self._writes_failing(life):
+            super().live_log_is_well_formed()  # type: ignore[misc]
+            return
+        saved = self.durability
+        self.durability = "none"  # nothing is required durable while writes fail
+        try:
+            super().live_log_is_well_formed()  # type: ignore[misc]
+        finally:
+            self.durability = saved
+
+    @invariant()
     def turns_end_with_success_only_when_written(self) -> None:
         if self.violations:
             raise _fail(self.violations[0])
@@ -662,6 +717,16 @@ class FaultMachine(FaultRules, PersistenceMachine):
 
     def _stored(self, life: Life) -> bool:
         return os.path.exists(self._log_path(life))
+
+    def _crash(self, life: Life, cut: int) -> None:
+        # A fault may have kept events from the file: the inbox at the crash is
+        # then not what the log restores.
+        unwritten = life.persistence.durable.written_seq < len(
+            life.agent.session.events
+        )
+        super()._crash(life, cut)
+        if unwritten and self.expect is not None:
+            self.expect.inbox = None
 
     def _stored_lines(self, life: Life, n: int) -> list[str]:
         path = self._log_path(life)
@@ -759,6 +824,12 @@ class PgFaultMachine(FaultRules, PostgresPersistenceMachine):
         )
         self.made.append(made)
         return made
+
+    def _stop(self, life: Life) -> None:
+        try:
+            super()._stop(life)
+        finally:
+            self.loop.call(life.persistence.inner.aclose)
 
     def _stored(self, life: Life) -> bool:
         row = self.conn.execute(
