@@ -571,7 +571,7 @@ class FaultRules:
             return
         inbox = life.agent.inbox
         mail = [m.id for m in (*inbox.next_turn, *inbox.next_step)]
-        self._stop(life)  # type: ignore[attr-defined]
+        self._stop(life)
         failed = self.failed_leave
         events = list(life.agent.session.events)
         writer = life.persistence.writer
