@@ -154,10 +154,16 @@ def replay(machine: type[RuleBasedStateMachine], program: Sequence[Step]) -> Rep
     invariants run after each step once the initialize steps have run; teardown
     runs last (also after a failure).
     """
+    # By name, the most derived first: an invariant a subclass overrides runs once,
+    # as the subclass wrote it (as hypothesis runs it).
+    by_name: dict[str, Any] = {}
+    for klass in machine.__mro__:
+        for name, value in vars(klass).items():
+            if name not in by_name:
+                by_name[name] = value
     invariants = [
         value
-        for klass in machine.__mro__
-        for value in vars(klass).values()
+        for value in by_name.values()
         if getattr(value, "hypothesis_stateful_invariant", None) is not None
     ]
 

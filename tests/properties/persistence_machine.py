@@ -131,6 +131,8 @@ class Durable:
     written_seq: int = 0
     written_size: int = 0
     writes: int = 0
+    #: Whether the writer's last operation failed (a fault the recorder retries).
+    failing: bool = False
     unsynced: list[Batch] = attrs.field(factory=list)
     breaches: list[str] = attrs.field(factory=list)
 
@@ -185,13 +187,19 @@ class TrackingWriter:
         inner = self._inner
         durable = self._durable
         if any(e.seq != inner.durable_seq + i for i, e in enumerate(events)):
+            durable.failing = True
             await inner.append(events, sync=sync)  # raises PersistenceSeqError
         first = not inner._materialised  # the first write creates the file, fsynced
         batch = Batch(events[0].seq, tuple(e.type for e in events)) if events else None
         if batch is not None:
             durable.before_write(batch)
         before = durable.fsyncs.count
-        inner._append_sync(tuple(events), sync)
+        try:
+            inner._append_sync(tuple(events), sync)
+        except BaseException:
+            durable.failing = True
+            raise
+        durable.failing = False
         await trio.lowlevel.checkpoint()
         durable.written_seq, durable.written_size = inner.durable_seq, inner._size
         if batch is not None:
@@ -228,12 +236,15 @@ class TrackingPersistence:
         self.inner = dsh.JsonlPersistence(root, durability=durability)
         self.durability = durability
         self.durable = Durable(durability, fsyncs)
+        #: The writer of the life (the last one made).
+        self.writer: Any = None
 
     def path_for(self, header: dsh.SessionHeader) -> str:
         return self.inner.path_for(header)
 
     async def create(self, header: dsh.SessionHeader) -> TrackingWriter:
         writer = await self.inner.create(header)
+        self.writer = writer
         return TrackingWriter(writer, self.durable)
 
     async def open(
@@ -242,6 +253,7 @@ class TrackingPersistence:
         writer, events = await self.inner.open(session_id)
         # What a new process finds on disk (cut after its last intact line) is durable.
         self.durable.loaded(len(events), writer._size)
+        self.writer = writer
         return TrackingWriter(writer, self.durable), events
 
     async def exists(self, session_id: str) -> bool:
@@ -727,6 +739,7 @@ class PgTrackingWriter:
         inner = self._inner
         durable = self._durable
         if any(e.seq != inner.durable_seq + i for i, e in enumerate(events)):
+            durable.failing = True
             await inner.append(events, sync=sync)  # raises PersistenceSeqError
         if not events and not (sync and inner._unsynced):
             await trio.lowlevel.checkpoint()
@@ -734,7 +747,12 @@ class PgTrackingWriter:
         batch = Batch(events[0].seq, tuple(e.type for e in events)) if events else None
         if batch is not None:
             durable.before_write(batch)
-        inner.write_sync(self._conn, event_lines(events), sync)
+        try:
+            self._write(event_lines(events), sync)
+        except BaseException:
+            durable.failing = True
+            raise
+        durable.failing = False
         await trio.lowlevel.checkpoint()
         durable.written_seq = durable.written_size = inner.durable_seq
         if batch is not None:
@@ -744,6 +762,10 @@ class PgTrackingWriter:
             durable.fsyncs.count += 1
             durable.synced()
             durable.fsyncs.passed(1, "", inner.durable_seq, inner.durable_seq)
+
+    def _write(self, lines: list[str], sync: bool) -> None:
+        """One batch's transaction, inline on the machine's connection."""
+        self._inner.write_sync(self._conn, lines, sync)
 
     async def close(self) -> None:
         unsynced = self._inner._unsynced and self._inner._materialised
@@ -763,17 +785,22 @@ class PgTrackingPersistence:
         self.durability = durability
         self.durable = Durable(durability, fsyncs)
         self._conn = conn
+        #: The writer of the life (the last one made).
+        self.writer: Any = None
+
+    def _tracking(self, writer: Any) -> PgTrackingWriter:
+        self.writer = writer
+        return PgTrackingWriter(writer, self.durable, self._conn)
 
     async def create(self, header: dsh.SessionHeader) -> PgTrackingWriter:
-        writer = await self.inner.create(header)
-        return PgTrackingWriter(writer, self.durable, self._conn)
+        return self._tracking(await self.inner.create(header))
 
     async def open(
         self, session_id: str
     ) -> tuple[PgTrackingWriter, Sequence[dsh.SessionEvent]]:
         writer, events = await self.inner.open(session_id)
         self.durable.loaded(len(events), len(events))
-        return PgTrackingWriter(writer, self.durable, self._conn), events
+        return self._tracking(writer), events
 
     async def exists(self, session_id: str) -> bool:
         return await self.inner.exists(session_id)
