@@ -19,10 +19,11 @@ from ..composition import (
     RuntimeConfig,
     load_runtime_config,
 )
-from ..events import EventBus
+from ..events import AgentCreated, EventBus
 from ..llm import ModelAdapter, ModelRegistry, RetryPolicy
 from ..loop import AgentServices, SystemPrompt, TurnResult, user_message
 from ..persistence import SessionPersistence
+from ..persistence.postgres import PostgresPersistence
 from ..session import Session
 from ..tools import Tool, ToolRegistry
 from ..values import (
@@ -239,6 +240,13 @@ class Runtime:
             composition=CompositionSections(self.presets),
         )
         self.agents = AgentRegistry(self._services, persistence, self.presets, sessions)
+        if isinstance(persistence, PostgresPersistence):
+            # Whoever holds a session delivers its mail, serving or not.
+            self.events.on("agent/created", self._deliver_mail)
+
+    async def _deliver_mail(self, created: AgentCreated) -> None:  # noqa: ASYNC910  # a listener inside creation: it must not reschedule it
+        """Start the mail courier once an agent is live here (``agent/created``)."""
+        self.sessions._mail("mail delivery").start_courier(self._spawn)
 
     async def serve(  # noqa: ASYNC128  # the fleet's loop calls task_status.started()
         self,
@@ -290,14 +298,19 @@ class Runtime:
             raise ValueError(
                 f"passivate_after_s must be a number >= 0, got {passivate_after_s!r}"
             )
-        await serve(
-            self,
-            room,
-            options=options,
-            max_active=max_active,
-            passivate_after_s=float(passivate_after_s),
-            task_status=task_status,
-        )
+        room.serving += 1
+        try:
+            await serve(
+                self,
+                room,
+                options=options,
+                max_active=max_active,
+                passivate_after_s=float(passivate_after_s),
+                task_status=task_status,
+            )
+        finally:
+            room.serving -= 1
+            room.nudge()  # the courier delivers again
 
     def _scope_parent(self, scope: object) -> object | None:
         """An event scope's parent: an agent's owner, else its preset generation."""
