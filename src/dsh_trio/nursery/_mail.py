@@ -127,7 +127,7 @@ class MailRoom:
         registry = self.registry
         return [a.id for a in registry.list() if registry.pg_writer(a.id) is not None]
 
-    async def _carry(self) -> None:  # noqa: ASYNC910  # a task of its own: returns when no agent is left
+    async def _carry(self) -> None:
         store = self.store
 
         def hear(channel: str, session_id: str) -> None:
@@ -141,7 +141,8 @@ class MailRoom:
             while True:
                 live = self._live()
                 if not live:
-                    return  # no checkpoint since the look: no agent can slip in
+                    # No checkpoint since the look: no agent can slip in unserved.
+                    return  # noqa: ASYNC910  # a task of its own
                 self._wake = trio.Event()
                 heard, self._heard = self._heard, set()
                 due: set[str] = set()
@@ -167,7 +168,7 @@ class MailRoom:
             unsubscribe()
             self._courier = False
 
-    async def _deliver_quietly(self, session_id: str) -> None:
+    async def _deliver_quietly(self, session_id: str) -> None:  # noqa: ASYNC910  # a task of its own; deliver checkpoints
         try:
             await self.deliver(session_id)
         except Exception as exc:  # the mail stays stored; the next look retries
