@@ -21,7 +21,9 @@ cost), measures:
   second, the worker's peak RSS, the most agents it held at once, the RSS it kept
   per session passivated (the sessions come in four equal waves, each left to
   passivate: the settled RSS after the last minus after the first, over the last
-  three waves' sessions) and the bytes the store keeps per passivated session.
+  three waves' sessions), the server's transactions per session served
+  (``pg_stat_database.xact_commit``, the benchmark's own looks left out) and the
+  bytes the store keeps per passivated session.
 
 ``--fleet-sessions N`` (of ``python -m benchmarks``) sets that last run's size
 (default 20,000; 2,000 with ``--quick``), for a machine where it would take too
@@ -369,18 +371,34 @@ def _measure_memory(ctx: Context, cluster: Any, figures: _Figures, n: int) -> No
     ctx.log(f"{NAME}: memory done")
 
 
-def _wait_passivated(dsn: str, timeout: float = 600) -> None:
-    """Return once no session holds a lease (every agent passivated)."""
+def _wait_passivated(dsn: str, timeout: float = 600) -> int:
+    """Return once no session holds a lease (every agent passivated); how many looks it took."""
     import psycopg
 
     deadline = time.monotonic() + timeout
+    looks = 0
     with psycopg.connect(dsn, autocommit=True) as conn:
         while time.monotonic() < deadline:
+            looks += 1
             row = conn.execute("SELECT count(*) FROM dsh_trio.leases").fetchone()
             if row is not None and row[0] == 0:
-                return
+                return looks
             time.sleep(0.5)
     raise RuntimeError(f"sessions still held after {timeout:g} s")
+
+
+def _commits(dsn: str) -> int:
+    """The transactions the database committed so far (``pg_stat_database``)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database"
+            " WHERE datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _measure_big(ctx: Context, cluster: Any, figures: _Figures, sessions: int) -> None:
@@ -397,6 +415,8 @@ def _measure_big(ctx: Context, cluster: Any, figures: _Figures, sessions: int) -
         cluster.uri(dsn), 1, "--max-active", "1000", "--passivate-after", "1"
     ) as workers:
         pid = workers[0].pid
+        own = 0  # transactions this benchmark's own looks committed
+        before = _commits(dsn)
         with _Monitor(dsn, [pid], period=1.0) as monitor:
             spent = 0.0
             settled = []
@@ -404,10 +424,15 @@ def _measure_big(ctx: Context, cluster: Any, figures: _Figures, sessions: int) -
                 started = time.perf_counter()
                 trio.run(functools.partial(_throughput, dsn, wave, 1, prefix=f"big{k}"))
                 spent += time.perf_counter() - started
-                _wait_passivated(dsn)
+                own += _wait_passivated(dsn)
                 settled.append(_settle(pid))
                 ctx.log(f"{NAME}: wave {k + 1}/4 of {wave} sessions served")
+        time.sleep(11)  # an idle backend reports its counts within 10 s
+        # The monitor's 4 statements per sample and the reads of the counter.
+        own += 4 * len(monitor.samples) + 3
+        committed = _commits(dsn) - before - own
         load = monitor.mean_load()
+        figures.add("big commits", committed / (4 * wave), load)
         figures.add("big rate", 4 * wave / spent, load)
         figures.add("big seconds", spent, load)
         figures.add("big rss", _status_kb(pid, "VmHWM") / 1024, load)
@@ -503,6 +528,12 @@ def _rows(
             "the waits for passivation left out",
         ),
         ("big rss", "peak RSS of that worker", "MiB", ""),
+        (
+            "big commits",
+            "server transactions per session served",
+            "commits",
+            "post, claim, create, turn, passivation; all processes",
+        ),
         ("big live", "most agents live in that worker at once", "agents", ""),
         ("big conns", "most PostgreSQL connections of that worker", "", ""),
         (
