@@ -77,7 +77,9 @@ class SessionStore:
 
         Returns once the mail is durable (a row of the store's mailbox, notified).
         The process holding the session's lease delivers it into the inbox exactly
-        once, in one transaction with the inbox splice; when the session's agent is
+        once, in one transaction with the inbox splice, whether or not it runs
+        :meth:`Runtime.serve` (a runtime delivers the mail of every agent it holds
+        on notification and polls every ``poll_s``); when the session's agent is
         live in this runtime that happens before this returns. A session not
         stored yet is created on its first mail by a worker (:meth:`Runtime.serve`).
         A string is sent as ``user_message(text)``.
