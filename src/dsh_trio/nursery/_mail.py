@@ -119,6 +119,8 @@ class MailRoom:
         agent is left; while a ``serve`` runs here it only waits.
         """
         if self._courier:
+            # The running courier sees the new agent: the registry lists it
+            # before ``agent/created``, which starts this.
             return
         self._courier = True
         spawn(self._carry, name="dsh_trio mail courier")
@@ -131,7 +133,7 @@ class MailRoom:
         store = self.store
 
         def hear(channel: str, session_id: str) -> None:
-            if channel == MAIL_CHANNEL:
+            if channel == MAIL_CHANNEL and not self.serving:  # else serve delivers
                 self._heard.add(session_id)
                 self._wake.set()
 
@@ -158,8 +160,8 @@ class MailRoom:
                     async with trio.open_nursery() as nursery:
                         for session_id in sorted(due):
                             nursery.start_soon(self._deliver_quietly, session_id)
-                # While a serve delivers, only a wake (mail heard, an agent
-                # gone, the serve ended) makes the courier look again.
+                # While a serve delivers, only a wake (an agent gone, the serve
+                # ended) makes the courier look again.
                 with trio.move_on_at(
                     math.inf if self.serving else polled + store.poll_s
                 ):
