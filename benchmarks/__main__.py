@@ -163,9 +163,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quiet", action="store_true", help="no progress lines on stderr"
     )
+    parser.add_argument(
+        "--fleet-sessions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sessions of Fleet's one-worker max-active 1000 run (default 20,000; 2,000 with --quick)",
+    )
     args = parser.parse_args(argv)
     if args.reps < 1 or args.peer_reps < 1:
         parser.error("--reps and --peer-reps must be at least 1")
+    if args.fleet_sessions is not None and args.fleet_sessions < 4:
+        parser.error(f"--fleet-sessions must be at least 4, got {args.fleet_sessions}")
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")
     selected = _selected(args.only)
@@ -174,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         repetitions=args.reps,
         peer_repetitions=args.peer_reps,
         verbose=not args.quiet,
+        fleet_sessions=args.fleet_sessions,
     )
     started = time.perf_counter()
     rows, status = run_suite(ctx, selected)

@@ -171,6 +171,8 @@ class Context:
     peer_repetitions: int = 1
     #: Print progress lines on stderr.
     verbose: bool = True
+    #: Sessions of the Fleet workload's one-worker run (``None``: its default).
+    fleet_sessions: int | None = None
 
     def size(self, full: int, quick: int) -> int:
         """``full`` in a full run, ``quick`` in a smoke-sized one."""

@@ -1,7 +1,9 @@
 """``dsh-trio worker``: one worker process of a fleet serving the sessions of a shared store.
 
-``dsh-trio worker --store URL [--config FILE] [--max-active N] [--passivate-after S]``
-runs ``runtime.serve`` until interrupted (Ctrl-C or SIGTERM). The agents' model is
+``dsh-trio worker --store URL [--config FILE] [--max-active N] [--passivate-after S]
+[--lease S]`` runs ``runtime.serve`` until interrupted (Ctrl-C or SIGTERM). ``--lease``
+is the store's ``PostgresPersistence(lease_s=...)``, not a parameter of ``serve``:
+how long the leases of this worker outlive its last heartbeat. The agents' model is
 the config's ``default_model`` (a known provider, its key from the environment),
 else the offline demo model. Once the worker listens for mail it prints one line
 on stderr: ``dsh-trio worker: serving ...``.
@@ -10,6 +12,7 @@ on stderr: ``dsh-trio worker: serving ...``.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -34,7 +37,7 @@ left open is closed as interrupted), deliver their mail and run their turns. An
 agent idle for --passivate-after seconds is written, disposed and its lease
 released; its next mail activates it again, here or on another worker. Run as
 many workers as you like; stop one with Ctrl-C or SIGTERM (or lose it: its
-sessions move to the others once its leases expire)."""
+sessions move to the others once its leases expire, after --lease seconds)."""
 
 
 def add_worker_command(commands: Any) -> None:
@@ -70,6 +73,15 @@ def add_worker_command(commands: Any) -> None:
         default=300.0,
         help="passivate an agent idle this many seconds (default: 300)",
     )
+    worker.add_argument(
+        "--lease",
+        metavar="S",
+        type=_lease_seconds,
+        default=30.0,
+        help="how long the session leases of this worker outlive its last heartbeat "
+        "(renewed every S/3): a worker that dies hands its sessions over after at "
+        "most S seconds (default: 30)",
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -90,6 +102,18 @@ def _seconds(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(
             f"S must be a number of seconds >= 0, got {text!r}"
+        )
+    return value
+
+
+def _lease_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"S must be a positive, finite number of seconds, got {text!r}"
         )
     return value
 
@@ -119,7 +143,7 @@ def run_worker(args: argparse.Namespace) -> int:
     options = AgentOptions(provider=choice.provider, model=choice.model)
 
     async def serve() -> int:
-        store = PostgresPersistence(dsn)
+        store = PostgresPersistence(dsn, lease_s=args.lease)
         try:
             async with open_runtime(
                 models={choice.provider: choice.adapter},
@@ -162,7 +186,7 @@ async def _serve(  # noqa: ASYNC114  # started with nursery.start only here
         print(
             f"dsh-trio worker: serving {store.location} with {options.provider}/"
             f"{options.model} (pid {os.getpid()}, max-active {args.max_active}, "
-            f"passivate after {args.passivate_after:g} s)",
+            f"passivate after {args.passivate_after:g} s, lease {args.lease:g} s)",
             file=sys.stderr,
             flush=True,
         )

@@ -8,12 +8,20 @@ deleted in the transaction that writes the inbox splice it caused
 caused no event (a cancel of an idle agent with an empty inbox) is deleted in a
 transaction of its own under the same lease. Waiting reads the session's log as
 it grows, woken by the turn-end notifications, and polls.
+
+Every runtime on the PostgreSQL store delivers the mail of its own live agents,
+whether or not it runs ``serve``: while it holds at least one, its courier
+(:meth:`MailRoom.start_courier`) delivers on every mail notification for one of
+them and, whatever is heard, looks every ``poll_s``. While ``serve`` runs in the
+runtime the fleet delivers instead, and the courier only waits.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -26,7 +34,12 @@ from ..errors import (
     TurnFailedError,
 )
 from ..loop import Agent, TurnResult
-from ..persistence.postgres import TURN_CHANNEL, Mail, PostgresPersistence
+from ..persistence.postgres import (
+    MAIL_CHANNEL,
+    TURN_CHANNEL,
+    Mail,
+    PostgresPersistence,
+)
 from ..values import CancelCause, SessionId, UserMessage, structure, to_json
 from ._turn_log import ClaimTracker
 
@@ -82,11 +95,88 @@ class MailRoom:
 
     registry: AgentRegistry
     store: PostgresPersistence
+    #: How many ``serve`` calls run in the runtime (they deliver; the courier waits).
+    serving: int = attrs.field(init=False, default=0)
     _boxes: dict[SessionId, _Box] = attrs.field(init=False, factory=dict)
+    _courier: bool = attrs.field(init=False, default=False)
+    _wake: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _heard: set[str] = attrs.field(init=False, factory=set)
 
     def forget(self, session_id: str) -> None:
         """The agent of ``session_id`` left: its delivery state goes (synchronous)."""
         self._boxes.pop(SessionId(session_id), None)
+        self._wake.set()  # the courier stops once no agent is left
+
+    def nudge(self) -> None:
+        """Let the courier look again now (a ``serve`` ended). Synchronous."""
+        self._wake.set()
+
+    def start_courier(self, spawn: Callable[..., None]) -> None:
+        """Start the courier with ``spawn`` unless it runs (synchronous).
+
+        The courier delivers the mail of this runtime's live agents as it is
+        posted (on each notification, and looking every ``poll_s``) until no
+        agent is left; while a ``serve`` runs here it only waits.
+        """
+        if self._courier:
+            # The running courier sees the new agent: the registry lists it
+            # before ``agent/created``, which starts this.
+            return
+        self._courier = True
+        spawn(self._carry, name="dsh_trio mail courier")
+
+    def _live(self) -> list[str]:
+        registry = self.registry
+        return [a.id for a in registry.list() if registry.pg_writer(a.id) is not None]
+
+    async def _carry(self) -> None:
+        store = self.store
+
+        def hear(channel: str, session_id: str) -> None:
+            if channel == MAIL_CHANNEL and not self.serving:  # else serve delivers
+                self._heard.add(session_id)
+                self._wake.set()
+
+        unsubscribe = store.subscribe(hear)
+        polled = -math.inf
+        try:
+            while True:
+                live = self._live()
+                if not live:
+                    # No checkpoint since the look: no agent can slip in unserved.
+                    return  # noqa: ASYNC910  # a task of its own
+                self._wake = trio.Event()
+                heard, self._heard = self._heard, set()
+                due: set[str] = set()
+                if not self.serving:
+                    due = heard.intersection(live)
+                    if trio.current_time() - polled >= store.poll_s:
+                        polled = trio.current_time()
+                        try:
+                            due |= await store.sessions_with_mail(live)
+                        except Exception as exc:  # the next look retries
+                            logger.warning("looking for mail failed: %s", exc)
+                if due:
+                    async with trio.open_nursery() as nursery:
+                        for session_id in sorted(due):
+                            nursery.start_soon(self._deliver_quietly, session_id)
+                # While a serve delivers, only a wake (an agent gone, the serve
+                # ended) makes the courier look again.
+                with trio.move_on_at(
+                    math.inf if self.serving else polled + store.poll_s
+                ):
+                    await self._wake.wait()
+        finally:
+            unsubscribe()
+            self._courier = False
+
+    async def _deliver_quietly(self, session_id: str) -> None:  # noqa: ASYNC910  # a task of its own; deliver checkpoints
+        try:
+            await self.deliver(session_id)
+        except Exception as exc:  # the mail stays stored; the next look retries
+            logger.warning(
+                'session "%s": delivering its mail failed: %s', session_id, exc
+            )
 
     def box(self, session_id: str) -> _Box:
         """The delivery state of ``session_id`` (made on first use)."""

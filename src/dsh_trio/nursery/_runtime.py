@@ -19,10 +19,11 @@ from ..composition import (
     RuntimeConfig,
     load_runtime_config,
 )
-from ..events import EventBus
+from ..events import AgentCreated, EventBus
 from ..llm import ModelAdapter, ModelRegistry, RetryPolicy
 from ..loop import AgentServices, SystemPrompt, TurnResult, user_message
 from ..persistence import SessionPersistence
+from ..persistence.postgres import PostgresPersistence
 from ..session import Session
 from ..tools import Tool, ToolRegistry
 from ..values import (
@@ -76,7 +77,9 @@ class SessionStore:
 
         Returns once the mail is durable (a row of the store's mailbox, notified).
         The process holding the session's lease delivers it into the inbox exactly
-        once, in one transaction with the inbox splice; when the session's agent is
+        once, in one transaction with the inbox splice, whether or not it runs
+        :meth:`Runtime.serve` (a runtime delivers the mail of every agent it holds
+        on notification and polls every ``poll_s``); when the session's agent is
         live in this runtime that happens before this returns. A session not
         stored yet is created on its first mail by a worker (:meth:`Runtime.serve`).
         A string is sent as ``user_message(text)``.
@@ -239,6 +242,13 @@ class Runtime:
             composition=CompositionSections(self.presets),
         )
         self.agents = AgentRegistry(self._services, persistence, self.presets, sessions)
+        if isinstance(persistence, PostgresPersistence):
+            # Whoever holds a session delivers its mail, serving or not.
+            self.events.on("agent/created", self._deliver_mail)
+
+    async def _deliver_mail(self, created: AgentCreated) -> None:  # noqa: ASYNC910  # a listener inside creation: it must not reschedule it
+        """Start the mail courier once an agent is live here (``agent/created``)."""
+        self.sessions._mail("mail delivery").start_courier(self._spawn)
 
     async def serve(  # noqa: ASYNC128  # the fleet's loop calls task_status.started()
         self,
@@ -290,14 +300,19 @@ class Runtime:
             raise ValueError(
                 f"passivate_after_s must be a number >= 0, got {passivate_after_s!r}"
             )
-        await serve(
-            self,
-            room,
-            options=options,
-            max_active=max_active,
-            passivate_after_s=float(passivate_after_s),
-            task_status=task_status,
-        )
+        room.serving += 1
+        try:
+            await serve(
+                self,
+                room,
+                options=options,
+                max_active=max_active,
+                passivate_after_s=float(passivate_after_s),
+                task_status=task_status,
+            )
+        finally:
+            room.serving -= 1
+            room.nudge()  # the courier delivers again
 
     def _scope_parent(self, scope: object) -> object | None:
         """An event scope's parent: an agent's owner, else its preset generation."""

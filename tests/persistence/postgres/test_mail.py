@@ -62,13 +62,12 @@ async def test_mail_is_durable_before_any_holder_and_delivered_by_the_holder_onc
         dsh.open_runtime(persistence=sender_store) as sender,
         dsh.open_runtime(models={"scripted": model}, persistence=holder_store) as rt,
     ):
-        handle = await rt.agents.create("s1", options=OPTIONS)
         mid = await sender.sessions.followup("s1", "hello")
-        # Durable, not delivered: the sender does not hold the session.
+        # Durable before any process holds the session, and not delivered.
         assert await _mailbox(sender_store) == [("s1", "followup")]
-        assert handle.agent.inbox.next_turn == ()
+        handle = await rt.agents.create("s1", options=OPTIONS)
         room = rt.sessions._mail("test")
-        async with trio.open_nursery() as nursery:  # two deliveries at once
+        async with trio.open_nursery() as nursery:  # with the courier's, three at once
             for _ in range(2):
                 nursery.start_soon(room.deliver, "s1")
         await handle.agent.when_idle()
@@ -189,3 +188,51 @@ async def test_a_cancelled_wait_changes_nothing(stores: Stores) -> None:
         result = await rt.sessions.wait("s1", mid)
         assert result.reason == Completed()
         await handle.agent.when_idle()
+
+
+@pytest.mark.parametrize("listen", [True, False], ids=["notified", "polled"])
+async def test_an_agent_created_here_gets_mail_from_elsewhere_without_serve(
+    stores: Stores, listen: bool
+) -> None:
+    sender_store = stores()
+    holder_store = stores(listen=listen, poll_s=1.0 if listen else 0.05)
+    model = ScriptedModel(reply("one"), reply("two"))
+    async with (
+        dsh.open_runtime(persistence=sender_store) as sender,
+        dsh.open_runtime(models={"scripted": model}, persistence=holder_store) as rt,
+    ):
+        with trio.fail_after(60):  # a hang guard only: this takes well under 1 s
+            # The runtime never serves: holding the session is enough.
+            handle = await rt.agents.create("s1", options=OPTIONS)
+            mid = await sender.sessions.followup("s1", "hello")
+            assert (await sender.sessions.wait("s1", mid)).text == "one"
+            await handle.dispose()
+            # The courier stopped with the last agent; the next one starts it again.
+            handle = await rt.agents.resume("s1", options=OPTIONS)
+            mid = await sender.sessions.followup("s1", "again")
+            assert (await sender.sessions.wait("s1", mid)).text == "two"
+            await handle.agent.flush()
+        assert await _mailbox(sender_store) == []
+        _, events = await sender_store.read("s1")
+        assert _claimed(list(events), mid) == 1
+
+
+async def test_a_mailed_cancel_reaches_a_running_turn_of_an_agent_created_here(
+    stores: Stores,
+) -> None:
+    sender_store, holder_store = stores(), stores()
+    held = gate(reply("never"))
+    model = ScriptedModel(held)
+    async with (
+        dsh.open_runtime(persistence=sender_store) as sender,
+        dsh.open_runtime(models={"scripted": model}, persistence=holder_store) as rt,
+    ):
+        with trio.fail_after(60):  # a hang guard only
+            handle = await rt.agents.create("c1", options=OPTIONS)
+            mid = await rt.sessions.followup("c1", "work")
+            await held.wait_reached()
+            await sender.sessions.cancel("c1", HookCancel("stop"))
+            result = await sender.sessions.wait("c1", mid, check=False)
+            await handle.agent.flush()
+        assert result.reason == Aborted(HookCancel("stop"))
+        assert await _mailbox(sender_store) == []
