@@ -438,3 +438,21 @@ async def test_the_offline_model_answers_with_placeholders() -> None:
             plain = await agent.run("hello")
             assert plain.output is None
             assert plain.text.startswith('Hello! You said: "hello"')
+
+
+async def test_a_typed_output_turn_takes_the_plain_path(
+    agent: dsh.Agent, model: ScriptedModel
+) -> None:
+    # The fast lane runs only turns it can run exactly: a typed-output turn (its
+    # tools and its end are the output's) goes by the plain path, the next plain
+    # turn by the lane again.
+    from dsh_trio.loop._lane import LANE
+
+    before = LANE.entries
+    model.push(final("c1", VALID))
+    result = await agent.run("Invoice A-1.", output_type=Invoice)
+    assert result.output == EXPECTED
+    assert LANE.entries == before
+    model.push(reply("ok"))
+    await agent.run("hello")
+    assert LANE.entries == before + 1

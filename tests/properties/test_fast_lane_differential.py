@@ -1,10 +1,11 @@
 """The fast lane (``loop/_lane.py``) is the general path, only faster.
 
-Random scripts of turns (text, tool calls, reasoning, non-ASCII text, chunks the lane
-does not take, request errors and retries, max-tokens, cancels at random frames)
-with random listeners (none, one, several, one that raises) and hooks (some that can
-change a turn, some that only observe) run once as they are and once with the lane
-switched off (:func:`general_path`). Both runs must write the same log bytes (times
+Random scripts of turns (text, tool calls and the steps after them, reasoning,
+non-ASCII text, chunks of other kinds inside a text run, request errors and retries,
+max-tokens, cancels at random frames) on one to three agents at once, with random
+listeners (none, one, several, one that raises) and hooks (some that can change a
+turn, some that only observe) run once as they are and once with the lane switched
+off (:func:`general_path`). Both runs must write the same log bytes (times
 and ids normalised), show the same live frames in the same order and make the same
 hook and listener calls. The mutation tests show the comparison notices a lane that
 writes one byte, one frame or one listener call differently; the entry tests show
@@ -50,7 +51,6 @@ from dsh_trio.testing import (
 )
 from dsh_trio.testing._script import Script, _Chunks
 
-OPTIONS = dsh.AgentOptions(provider="p", model="m")
 #: The generator trio's scheduler draws its task order from (seeded by hypothesis).
 _SCHEDULER: random.Random = trio._core._run._r
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -94,6 +94,9 @@ class Scenario:
     #: The model waits shielded before each chunk: a cancel from another task
     #: lands while it waits, and the chunk still comes.
     shielded: bool = False
+    #: Agents running the same turns at once, each with its own model and
+    #: listeners (the cancels are the first agent's).
+    agents: int = 1
 
 
 _texts = st.text(alphabet="ab c\u00e9\u2603", min_size=1, max_size=8)
@@ -157,6 +160,7 @@ scenarios = st.builds(
     cancel_at=st.none() | st.integers(1, 30),
     cancel_after=st.none() | st.integers(0, 30),
     shielded=st.booleans(),
+    agents=st.sampled_from((1, 1, 2, 3)),
 )
 
 
@@ -231,26 +235,35 @@ async def play(scenario: Scenario) -> Observed:
     random.seed(0)  # the retry listener's jitter
     frames: list[str] = []
     calls: list[str] = []
-    model = Model(scenario.shielded)
-    async with dsh.open_runtime(models={"p": model}, tools=[echo]) as runtime:
-        handle = await runtime.agents.create("a1", options=OPTIONS)
-        agent = handle.agent
+    models = [Model(scenario.shielded) for _ in range(scenario.agents)]
+    async with dsh.open_runtime(
+        models={f"p{k}": model for k, model in enumerate(models)}, tools=[echo]
+    ) as runtime:
+        handles = [
+            await runtime.agents.create(
+                f"a{k}", options=dsh.AgentOptions(provider=f"p{k}", model="m")
+            )
+            for k in range(scenario.agents)
+        ]
+        agents = [handle.agent for handle in handles]
+        agent = agents[0]
         bus = runtime.events
         hooks = scenario.hooks
         seen = 0
 
-        def listener(n: int, kind: str) -> Callable[[AssistantStream], None]:
+        def listener(k: int, n: int, kind: str) -> Callable[[AssistantStream], None]:
             def heard(payload: AssistantStream) -> None:
-                calls.append(f"stream#{n} {_frame(payload)}")
+                calls.append(f"a{k} stream#{n} {_frame(payload)}")
                 if n == 0:  # the frames as the first listener sees them
-                    frames.append(_frame(payload))
+                    frames.append(f"a{k} {_frame(payload)}")
                 if kind == "raise":
                     raise RuntimeError("a listener that raises")
 
             return heard
 
-        for n, kind in enumerate(scenario.listeners):
-            agent.scope.on("agent/assistant-stream", listener(n, kind))
+        for k, each in enumerate(agents):
+            for n, kind in enumerate(scenario.listeners):
+                each.scope.on("agent/assistant-stream", listener(k, n, kind))
         if scenario.cancel_at is not None:
 
             def canceller(payload: AssistantStream) -> None:
@@ -265,7 +278,9 @@ async def play(scenario: Scenario) -> Observed:
         if "pre-step" in hooks:
 
             async def pre_step(e: PreStep, next: Callable[[], Awaitable[Any]]) -> Any:
-                calls.append(f"pre-step t{e.turn}s{e.step} {len(e.messages)}")
+                calls.append(
+                    f"{e.agent.id} pre-step t{e.turn}s{e.step} {len(e.messages)}"
+                )
                 return await next()
 
             bus.on("agent/pre-step", pre_step)
@@ -274,7 +289,7 @@ async def play(scenario: Scenario) -> Observed:
             async def request(
                 e: RequestProposal, next: Callable[[], Awaitable[Any]]
             ) -> Any:
-                calls.append(f"request t{e.turn}s{e.step}")
+                calls.append(f"{e.agent.id} request t{e.turn}s{e.step}")
                 config = await next()
                 return attrs.evolve(config, max_tokens=64 + e.step)
 
@@ -282,7 +297,7 @@ async def play(scenario: Scenario) -> Observed:
         if "turn-stopping" in hooks:
 
             async def stopping(e: TurnStopping) -> None:
-                calls.append(f"turn-stopping t{e.turn}")
+                calls.append(f"{e.agent.id} turn-stopping t{e.turn}")
 
             bus.on("agent/turn-stopping", stopping)
         if "request-error" in hooks:
@@ -290,18 +305,26 @@ async def play(scenario: Scenario) -> Observed:
             async def request_error(
                 e: RequestFailed, next: Callable[[], Awaitable[Any]]
             ) -> Any:
-                calls.append(f"request-error t{e.turn}s{e.step} {e.failure.code}")
+                calls.append(
+                    f"{e.agent.id} request-error t{e.turn}s{e.step} {e.failure.code}"
+                )
                 return await next()
 
             bus.on("agent/request-error", request_error, prepend=True)
         if "status" in hooks:
-            bus.on("agent/status", lambda e: calls.append(f"status {e.status.value}"))
+            bus.on(
+                "agent/status",
+                lambda e: calls.append(f"{e.agent.id} status {e.status.value}"),
+            )
         if "claimed" in hooks:
-            bus.on("agent/inbox/claimed", lambda e: calls.append(f"claimed t{e.turn}"))
+            bus.on(
+                "agent/inbox/claimed",
+                lambda e: calls.append(f"{e.agent.id} claimed t{e.turn}"),
+            )
         if "session-event" in hooks:
 
             def appended(e: SessionEventAppended) -> None:
-                calls.append(f"event #{e.event.seq} {e.event.type}")
+                calls.append(f"{e.session.id} #{e.event.seq} {e.event.type}")
 
             bus.on("session/event", appended)
 
@@ -312,15 +335,24 @@ async def play(scenario: Scenario) -> Observed:
             agent.cancel(dsh.UserCancel())
 
         for number, turn in enumerate(scenario.turns):
-            model.script.extend(turn)
+            for model in models:
+                model.script.extend(turn)
             async with trio.open_nursery() as nursery:
-                agent.followup(dsh.user_message(f"prompt {number}", id=f"m{number}"))
+                for each in agents:
+                    each.followup(dsh.user_message(f"prompt {number}", id=f"m{number}"))
                 if number == 0 and scenario.cancel_after is not None:
                     nursery.start_soon(cancel_later, scenario.cancel_after)
+                for each in agents[1:]:
+                    nursery.start_soon(each.when_idle)
                 await agent.when_idle()
-        log = encode_events(list(agent.session.events))
-        await handle.dispose()
-    return Observed(normalised_log(log), frames, calls)
+        log = [
+            line
+            for each in agents
+            for line in normalised_log(encode_events(list(each.session.events)))
+        ]
+        for handle in handles:
+            await handle.dispose()
+    return Observed(log, frames, calls)
 
 
 def observe(scenario: Scenario, *, general: bool = False) -> Observed:
@@ -378,6 +410,12 @@ COMMON = Scenario(
     listeners=("record", "raise", "record"),
     hooks=frozenset(("status", "session-event")),
 )
+#: A turn of two steps: a tool call, then the answer after its result.
+TOOLS = Scenario(
+    turns=((tool_calls(("c0", "echo", '{"x": 1}'), text="let me see"), reply("two")),),
+    listeners=("record",),
+    hooks=frozenset(("session-event",)),
+)
 
 
 @settings(
@@ -389,6 +427,8 @@ COMMON = Scenario(
 @given(scenarios)
 @example(COMMON)
 @example(attrs.evolve(COMMON, cancel_at=3))
+@example(attrs.evolve(COMMON, agents=3, cancel_at=7))
+@example(attrs.evolve(TOOLS, agents=2))
 @example(Scenario(turns=((_UNUSUAL[0], fail("SERVER"), _UNUSUAL[1]),)))
 @example(
     Scenario(
@@ -466,6 +506,15 @@ def test_the_common_turn_takes_the_lane() -> None:
     assert differential(COMMON) == 2
 
 
+def test_a_tool_step_and_the_step_after_it_take_the_lane() -> None:
+    assert differential(TOOLS) == 2
+
+
+def test_agents_turning_at_once_each_take_the_lane() -> None:
+    # Three agents, two turns each, their chunks interleaved.
+    assert differential(attrs.evolve(COMMON, agents=3)) == 6
+
+
 def test_a_hook_that_can_change_the_turn_keeps_it_off() -> None:
     for hook in ("pre-step", "request", "turn-stopping"):
         scenario = attrs.evolve(COMMON, hooks=frozenset((hook,)))
@@ -479,10 +528,10 @@ def test_a_retried_attempt_takes_the_general_path() -> None:
     assert differential(scenario) == 1
 
 
-def test_an_unusual_chunk_hands_the_rest_of_the_attempt_on() -> None:
+def test_a_chunk_of_another_kind_inside_a_text_run_is_taken_in_order() -> None:
     scenario = Scenario(turns=((_UNUSUAL[0],),), listeners=("record",))
     assert differential(scenario) == 1
     shown = observe(scenario).frames
-    # Every chunk was shown once, in order, whichever path took it.
-    indexes = [f for f in shown if f.startswith("StreamChunkFrame")]
+    # Every chunk was shown once, in order.
+    indexes = [f for f in shown if f.startswith("a0 StreamChunkFrame")]
     assert len(indexes) == 8

@@ -17,7 +17,7 @@ import trio
 
 import dsh_trio as dsh
 from dsh_trio.events._bus import _FROM_PAYLOAD, EventBus
-from dsh_trio.loop import _driver
+from dsh_trio.loop import _driver, _lane
 from dsh_trio.loop._agent import Agent
 from dsh_trio.loop._inbox import Inbox
 from dsh_trio.nursery import _retry
@@ -71,8 +71,9 @@ def test_derived_messages_that_repeat_are_reported(
 def _driver_without(
     monkeypatch: pytest.MonkeyPatch, *, checkpoint: bool, if_cancelled: bool
 ) -> None:
-    """Run the driver with ``trio.lowlevel.checkpoint`` and/or
-    ``checkpoint_if_cancelled`` replaced by no-ops."""
+    """Run the driver (the general path and the fast lane) with
+    ``trio.lowlevel.checkpoint`` and/or ``checkpoint_if_cancelled`` replaced by
+    no-ops."""
 
     async def nothing() -> None:
         return None
@@ -85,6 +86,7 @@ def _driver_without(
     )
     fake_trio = types.SimpleNamespace(lowlevel=lowlevel, Cancelled=trio.Cancelled)
     monkeypatch.setattr(_driver, "trio", fake_trio)
+    monkeypatch.setattr(_lane, "trio", fake_trio)
 
 
 def test_a_driver_that_does_not_check_for_a_cancel_after_its_claim_is_reported(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import trio
 
@@ -30,7 +30,7 @@ from ..values import (
     builder,
 )
 from ._ids import new_message_id
-from ._lane import LaneEnd, admits, read
+from ._lane import END, LaneEnd
 from ._payloads import AssistantStream
 
 if TYPE_CHECKING:
@@ -69,12 +69,7 @@ class Attempts:
         self.target: EmitTarget | None = None
 
     async def run(
-        self,
-        turn: int,
-        step: int,
-        request: ModelRequest,
-        signal: CancelSignal,
-        retry: bool = False,
+        self, turn: int, step: int, request: ModelRequest, signal: CancelSignal
     ) -> tuple[AssistantMessage, FinishReason] | LlmFailure | None:
         """Stream one model attempt and settle it durably (exactly one event).
 
@@ -90,23 +85,44 @@ class Attempts:
         ``Cancelled`` while the turn itself was not cancelled (its owner's), is
         raised.
 
-        The adapter's chunks are read here through :class:`ModelStream`, which
-        applies the rules of :func:`~dsh_trio.llm.stream_model`. The common attempt
-        (not a ``retry``, see :func:`~._lane.admits`) is read by the fast lane
-        (``_lane.read``) until anything unusual happens; the rest, and every other
-        attempt, is read here chunk by chunk.
+        The adapter's chunks are read through :class:`ModelStream`, which applies
+        the rules of :func:`~dsh_trio.llm.stream_model`, one by one (:meth:`finish`).
+        The fast lane (``loop/_lane.py``) opens its attempts with :meth:`open`,
+        reads the common chunks itself and hands the rest to :meth:`finish`.
         """
+        attempt, stream = self.open(turn, step, request)
+        return await self.finish(attempt, stream, signal, None)
+
+    def open(
+        self, turn: int, step: int, request: ModelRequest
+    ) -> tuple[_Attempt, ModelStream]:
+        """Number a new attempt, show its start frame and open the adapter's stream."""
         self.count += 1
         attempt = _Attempt(self, turn, step, request)
-        stream = ModelStream(self.models.get(request.provider), request)
+        return attempt, ModelStream(self.models.get(request.provider), request)
+
+    async def finish(
+        self,
+        attempt: _Attempt,
+        stream: ModelStream,
+        signal: CancelSignal,
+        found: StreamChunk | LaneEnd | BaseException | None,
+    ) -> tuple[AssistantMessage, FinishReason] | LlmFailure | None:
+        """Read the rest of ``attempt`` from ``stream``, close it and settle it.
+
+        ``found`` is what the fast lane handed over: ``None`` when it read nothing
+        (the whole attempt is read here), :data:`~._lane.END` when nothing is left to
+        read, the next chunk to take (checked), or the exception that ended its
+        reading. Returns as :meth:`run` does.
+        """
         try:
             try:
                 handed: StreamChunk | None = None  # by the lane, to take first
-                done = False
-                if admits(self.bus, retry):
-                    found = await read(attempt, stream, signal)
-                    done = isinstance(found, LaneEnd)
-                    handed = None if isinstance(found, LaneEnd) else found
+                done = found is END
+                if found is not None and not done:
+                    if isinstance(found, BaseException):
+                        raise found
+                    handed = cast("StreamChunk", found)
                 # Until cancelled (``cancelled``, without the call). The cause is read
                 # into a name so that the type checker does not narrow the attribute:
                 # the listeners of a frame may cancel, and the check below sees it.

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -40,6 +40,7 @@ from ..values import (
 from ._answers import answer_calls
 from ._attempt import Attempts
 from ._context import render_prompt
+from ._lane import FastTurn, admits, boundary
 from ._payloads import (
     AgentErrorEvent,
     PreStep,
@@ -86,16 +87,6 @@ def _plain_cause(cause: CancelCause) -> CancelCause:
     return cause
 
 
-def _boundary(fresh: bool) -> Callable[[], Awaitable[None]]:
-    """What a step boundary awaits after its claim: a checkpoint, or only a check for
-    a cancel when nothing but synchronous code ran since the last yield: the first
-    boundary of a driver task that just started (its start was that yield), and the
-    boundary after a tool round (``ToolRegistry.execute`` returns right after a
-    checkpoint; the step's remaining bookkeeping is synchronous)."""
-    lowlevel = trio.lowlevel
-    return lowlevel.checkpoint_if_cancelled if fresh else lowlevel.checkpoint
-
-
 def _failure_of(exc: BaseException) -> LlmFailure:
     if isinstance(exc, LlmError):
         return exc.failure
@@ -122,9 +113,11 @@ class TurnDriver:
     agent opened. The per-agent request state (system-prompt projection, logged
     header, replace generation, attempt numbering) lives here.
 
-    Every coroutine frame on the driver's stack is resumed once per streamed chunk, so
-    the stack stays ``run_turn`` -> ``_run_step`` -> ``Attempts.run`` (-> the fast lane's
-    ``read``, ``loop/_lane.py``); helpers that run while a stream is open are
+    The common turn is run by the fast lane (:class:`~._lane.FastTurn`), one
+    coroutine from ``turn/start`` to ``turn/end``; every other turn by the plain code
+    here (:meth:`run_turn` picks). Every coroutine frame on the driver's stack is
+    resumed once per streamed chunk, so the plain stack stays ``_run_turn`` ->
+    ``_run_step`` -> ``Attempts.finish``; helpers that run while a stream is open are
     synchronous.
     """
 
@@ -132,12 +125,13 @@ class TurnDriver:
         "_agent",
         "_attempts",
         "_inbox",
+        "_lane",
         "_output",
         "_requests",
         "_services",
         "_session",
-        "_step",
         "_work",
+        "step",
     )
 
     def __init__(self, work: AgentWork) -> None:
@@ -148,14 +142,13 @@ class TurnDriver:
         services = self._services = work.services
         self._attempts = Attempts(agent, services.bus, services.models)
         self._requests = StepRequests(agent, services)
-        self._step = 0  # the step of the open turn (0 before its first step/start)
+        #: The step of the open turn (0 before its first ``step/start``).
+        self.step = 0
+        self._lane = FastTurn(
+            self, agent, work.inbox, services, self._attempts, self._requests
+        )
         # The typed output of the turn armed for it (see ``arm_output``), else None.
         self._output: TurnOutput | None = None
-
-    @property
-    def step(self) -> int:
-        """The step of the open turn (0 before its first ``step/start``)."""
-        return self._step
 
     def arm_output(self, output: TurnOutput) -> None:
         """The turn about to run claimed a message that asks for typed output.
@@ -179,15 +172,26 @@ class TurnDriver:
 
     # ------------------------------------------------------------------ turns
 
-    async def run_turn(self, opened: OpenedTurn) -> bool:
+    def run_turn(self, opened: OpenedTurn) -> Coroutine[Any, Any, bool]:
         """Run one opened turn to its ``turn/end``; True if the driver should go on.
 
         A failure in the turn is reported (``agent/error``) and ends it ``Errored``;
         its own cancellation ends it ``Aborted(first cause)``; one from outside (the
         owner shutting down) is recorded as a disposal, closes the turn, propagates.
+
+        The common turn (:func:`~._lane.admits`; not a typed-output turn, whose
+        tools and end are its output's) is run by the fast lane; the
+        coroutine returned is the lane's or the plain path's, so no frame of this
+        method stays on the stack.
         """
+        if self._output is None and admits(self._services.bus):
+            return self._lane.run_turn(opened)
+        return self._run_turn(opened)
+
+    async def _run_turn(self, opened: OpenedTurn) -> bool:
+        """:meth:`run_turn` on the plain path."""
         signal, turn, inbox = opened.signal, opened.turn, self._inbox
-        self._step = 0
+        self.step = 0
         turn_ends: TurnEndReason | None = None
         failure: Exception | None = None
         stop = False
@@ -203,12 +207,12 @@ class TurnDriver:
                     while True:
                         if claimed is None:
                             claimed = inbox.claim(target, turn)
-                        await _boundary(fresh)()
-                        step = self._step + 1
+                        await boundary(fresh)()
+                        step = self.step + 1
                         default = requests.proposal(claimed, step == 1)
                         decision: PreStepDecision = default
                         if bus.has_listeners("agent/pre-step"):
-                            decision = await self._pre_step(
+                            decision = await self.pre_step(
                                 default, claimed, turn, step, signal
                             )
                         entered, claimed = claimed, None
@@ -233,26 +237,45 @@ class TurnDriver:
                         await trio.lowlevel.checkpoint_if_cancelled()
                         if turn_ends is not None and not inbox.next_step:
                             if bus.has_listeners("agent/turn-stopping"):
-                                await self._turn_stopping(turn, signal)
+                                await self.turn_stopping(turn, signal)
                             if not inbox.next_step:
                                 break
                         target = InboxTarget.NEXT_STEP
                     # No success is reported for events the log has not taken.
                     if signal.cause is None:
-                        await self._work.wait_written()
+                        await self.wait_written()
                 except Exception as exc:
                     failure = exc
         except BaseException as exc:  # noqa: ASYNC103  # re-raised below, after turn/end is written
             # From outside the turn (owner shutting down) or ^C: a disposal, if first.
             outer = exc
             signal.cancel(DisposedCancel())
+        return self.close_turn(turn, signal, failure, turn_ends, stop, outer)  # noqa: ASYNC910
+
+    def close_turn(
+        self,
+        turn: int,
+        signal: CancelSignal,
+        failure: Exception | None,
+        turn_ends: TurnEndReason | None,
+        stop: bool,
+        outer: BaseException | None,
+    ) -> bool:
+        """Write ``turn/end``; True if the driver should go on to the next turn.
+
+        Raises ``outer``, the exception from outside the turn, once the turn ended.
+        """
         stop = not self._end_turn(turn, signal, failure, turn_ends) or stop
         self._output = None  # typed output is the claiming turn's only
         if outer is not None:
             raise outer
         if stop or failure is not None or signal.cause is not None:
-            return False  # noqa: ASYNC910
-        return inbox.has_pending  # noqa: ASYNC910
+            return False
+        return self._inbox.has_pending
+
+    async def wait_written(self) -> None:
+        """Wait until the turn's events so far are written (see ``AgentWork``)."""
+        await self._work.wait_written()
 
     def _end_turn(
         self,
@@ -267,25 +290,25 @@ class TurnDriver:
         if cause is not None:
             reason = _aborted(_plain_cause(cause))
         elif failure is not None:
-            self.report_error(turn, self._step, failure)
+            self.report_error(turn, self.step, failure)
             reason = Errored(_failure_of(failure))
         else:
             reason = turn_ends if turn_ends is not None else _COMPLETED
         try:
             self._session.append_trusted("turn/end", _turn_end(turn, reason))
         except Exception as exc:
-            self.report_error(turn, self._step, exc)
+            self.report_error(turn, self.step, exc)
             return False
         return True
 
-    async def _turn_stopping(self, turn: int, signal: CancelSignal) -> None:
+    async def turn_stopping(self, turn: int, signal: CancelSignal) -> None:
         agent = self._agent
         await self._services.bus.serial(
             "agent/turn-stopping", TurnStopping(agent, turn, signal), scope=agent
         )
         await trio.lowlevel.checkpoint_if_cancelled()
 
-    async def _pre_step(
+    async def pre_step(
         self,
         default: Enter,
         claimed: list[UserMessage],
@@ -329,7 +352,7 @@ class TurnDriver:
         """
         session = self._session
         session.append_trusted("step/start", _step_start(turn, step))
-        self._step = step
+        self.step = step
         calls: list[ToolCallBlock] = []
         mark = 0  # the seq from which this step's tool events are appended
         try:
@@ -342,10 +365,9 @@ class TurnDriver:
             executor = services.tools if output is None else output
             tools = executor.schemas(agent)
             entering: Enter | None = decision  # on the step's first attempt only
-            retry = False
             while True:
                 if services.bus.has_listeners("agent/request"):
-                    config = await self._requested(turn, step, signal)
+                    config = await self.requested(turn, step, signal)
                 else:  # nothing to wait for
                     config = requests.seed()
                 request = requests.next_request(
@@ -353,12 +375,11 @@ class TurnDriver:
                 )
                 entering = None
                 await trio.lowlevel.checkpoint_if_cancelled()
-                outcome = await self._attempts.run(turn, step, request, signal, retry)
+                outcome = await self._attempts.run(turn, step, request, signal)
                 if outcome is None:  # cancelled, prefix settled; the turn sees why
                     return None
                 if isinstance(outcome, LlmFailure):
-                    if await self._retry_requested(turn, step, config, outcome, signal):
-                        retry = True
+                    if await self.retry_requested(turn, step, config, outcome, signal):
                         continue
                     raise LlmError(outcome)
                 message, finish = outcome
@@ -387,7 +408,7 @@ class TurnDriver:
         finally:
             session.append_trusted("step/end", _step_end(turn, step))
 
-    async def _retry_requested(
+    async def retry_requested(
         self,
         turn: int,
         step: int,
@@ -421,9 +442,7 @@ class TurnDriver:
 
     # ------------------------------------------------------------------ requests
 
-    async def _requested(
-        self, turn: int, step: int, signal: CancelSignal
-    ) -> CallConfig:
+    async def requested(self, turn: int, step: int, signal: CancelSignal) -> CallConfig:
         """The config the ``agent/request`` waterfall gives (awaited only with a
         listener: with none, the seed is the config)."""
         agent = self._agent

@@ -1,23 +1,29 @@
-"""The fast lane: the common model attempt, read with the fewest steps per chunk.
+"""The fast lane: the common turn, run as one coroutine with the fewest steps per chunk.
 
-The general path (:meth:`Attempts.run <dsh_trio.loop._attempt.Attempts.run>`) reads
-each chunk, checks it (:meth:`ModelStream.checked`) and hands it to
-:meth:`_Attempt.take`, which records it, assembles it and shows its live frame. This
-module reads the common attempt of the common turn instead: no hook that can change
-the turn is listened to (:data:`TURN_HOOKS`), the attempt is not a retry, and nothing
-cancelled it. It is the only place where the attempt is read cleverly:
+The general path (``TurnDriver._run_turn`` -> ``_run_step`` -> :meth:`Attempts.run`
+-> :meth:`Attempts.finish`) is plain code: three coroutine frames, each resumed for
+every streamed chunk, and every chunk checked (:meth:`ModelStream.checked`) and
+handed to :meth:`_Attempt.take`, which records it, assembles it and shows its live
+frame. This module runs the common turn instead (:func:`admits`: no hook that can
+change the turn, :data:`TURN_HOOKS`, is listened to), and it is the only place where
+a turn is run cleverly:
 
+- The whole turn, its steps and the attempts that are not retries run in one
+  coroutine (:meth:`FastTurn.run_turn`), so one frame of the library is resumed
+  per chunk. Its branches are the general path's, one for one; the hooks, the
+  turn's end and the tool round are the same calls.
 - The common chunk, an ASCII text delta that continues the open text run, costs one
   append to each of two lists (its text and its receive time) and one listener call.
   Its record and its block are extended once, when the run ends or the attempt
   settles (:func:`_flush`).
-- Any other chunk of the kinds a plain reply is made of (:data:`_ORDINARY`: a block's
-  start or end, usage, the finish, the first delta of a text block) is checked and
-  taken by :meth:`_Attempt.take`, exactly as the general path takes it.
-- The moment anything unusual happens (a chunk of another kind, a failure of the
-  adapter, a cancel, the end of the stream) the lane stores what it kept and returns:
-  the general path takes the rest of the attempt from there (:data:`END`, or the
-  chunk the lane did not take, ready to take).
+- Any other chunk is checked, recorded, assembled and shown as
+  :meth:`_Attempt.take` does it, without the calls of ``take`` and ``show``.
+- The moment anything unusual happens in an attempt (a failure of the adapter, an
+  exception, a cancel) or the stream ends, the lane stores what it kept and hands
+  the attempt to :meth:`Attempts.finish`, the general path's reading loop, close
+  and settlement: with :data:`END` when nothing is left to read, the terminal
+  finish standing for the adapter's failure, or the exception that ended the
+  reading. A retried attempt is the general path's from its start.
 
 Whatever the lane does, it does as the general path would: the same session events
 (byte for byte, times and ids aside), the same live frames in the same order and the
@@ -28,38 +34,55 @@ both ways to hold it to that; :func:`general_path` switches the lane off for the
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
+import trio
+
+from ..errors import LlmError
 from ..events import StreamChunkFrame, dispatch
 from ..values import (
-    BlockEnd,
-    BlockStart,
+    DisposedCancel,
+    Enter,
     Finish,
+    InboxTarget,
+    LlmFailure,
+    MaxTokens,
+    PreStepDecision,
+    StepEnd,
+    StepStart,
     StreamChunk,
     TextDelta,
-    Usage,
+    ToolCallBlock,
+    TurnEndReason,
     builder,
 )
+from ._answers import answer_calls
+from ._context import render_prompt
 from ._payloads import AssistantStream
+from ._steps import COMPLETED, ends_before_step
 
 if TYPE_CHECKING:
     from ..events import EventBus
-    from ..llm import ModelStream
     from ..session import StreamAccumulator
-    from ._attempt import _Attempt
-    from ._signal import CancelSignal
+    from ._agent import Agent
+    from ._attempt import Attempts
+    from ._driver import OpenedTurn, TurnDriver
+    from ._inbox import Inbox
+    from ._services import AgentServices
+    from ._steps import StepRequests
 
 __all__ = [
     "END",
     "LANE",
+    "FastTurn",
     "LaneEnd",
     "LaneSwitch",
     "TURN_HOOKS",
     "admits",
+    "boundary",
     "general_path",
-    "read",
 ]
 
 #: The hooks whose listeners can change a common turn: with any of them listened
@@ -68,8 +91,6 @@ __all__ = [
 #: attempt, whose failure the lane hands to the general path, and the attempt it
 #: retries is a ``retry``, which never takes the lane.
 TURN_HOOKS: Final = ("agent/pre-step", "agent/request", "agent/turn-stopping")
-#: The chunk classes of a plain reply: the lane takes them; any other ends it.
-_ORDINARY: Final = frozenset((BlockStart, TextDelta, BlockEnd, Usage, Finish))
 _STREAM: Final = "agent/assistant-stream"
 _time_ns = time.time_ns
 #: No chunk's index is this object: before a text run opens, no delta continues it.
@@ -78,6 +99,8 @@ _NO_RUN: Final = object()
 # ``AssistantStream(agent, StreamChunkFrame(attempt_id, revision, index, time,
 # chunk))``, in one call: the payload of every chunk's live frame.
 _chunk_payload = builder(AssistantStream, nested={"frame": StreamChunkFrame})
+_step_start = builder(StepStart)
+_step_end = builder(StepEnd)
 
 
 class LaneEnd:
@@ -89,7 +112,7 @@ class LaneEnd:
         return "END"
 
 
-#: What :func:`read` returns when nothing is left for the general path to read.
+#: What the lane hands :meth:`Attempts.finish` when nothing is left to read.
 END: Final = LaneEnd()
 
 
@@ -128,108 +151,332 @@ def general_path() -> Iterator[None]:
         LANE.forced = before
 
 
-def admits(bus: EventBus, retry: bool) -> bool:
-    """Whether an attempt may take the lane: it is not a ``retry``, no hook of
+def admits(bus: EventBus, retry: bool = False) -> bool:
+    """Whether a turn, or an attempt, may take the lane: not a ``retry``, no hook of
     :data:`TURN_HOOKS` has a listener and tests did not force the general path."""
     if retry or LANE.forced:
         return False
     listened = bus.listened
-    return not any(hook in listened for hook in TURN_HOOKS)
+    # :data:`TURN_HOOKS`, spelled out: this runs for every turn and attempt.
+    return (
+        "agent/pre-step" not in listened
+        and "agent/request" not in listened
+        and "agent/turn-stopping" not in listened
+    )
 
 
-async def read(
-    attempt: _Attempt, stream: ModelStream, signal: CancelSignal
-) -> StreamChunk | LaneEnd:
-    """Read ``attempt`` from ``stream`` while it stays common (see the module).
+def boundary(fresh: bool) -> Callable[[], Awaitable[None]]:
+    """What a step boundary awaits after its claim: a checkpoint, or only a check for
+    a cancel when nothing but synchronous code ran since the last yield: the first
+    boundary of a driver task that just started (its start was that yield), and the
+    boundary after a tool round (``ToolRegistry.execute`` returns right after a
+    checkpoint; the step's remaining bookkeeping is synchronous)."""
+    lowlevel = trio.lowlevel
+    return lowlevel.checkpoint_if_cancelled if fresh else lowlevel.checkpoint
 
-    Checkpoints as the adapter does. Returns :data:`END` when nothing is left to
-    read (the finish was taken, the stream ended, or ``signal`` was cancelled),
-    else the first chunk the lane did not take, checked (or the terminal finish
-    standing for the adapter's failure): the general path takes it and goes on.
-    Exceptions other than the adapter's ``Exception`` (``Cancelled``) propagate,
-    with the kept text stored.
+
+class FastTurn:
+    """The common turn of one agent, run as one coroutine (see the module).
+
+    Made by the agent's :class:`~._driver.TurnDriver`, which hands it the turns
+    :func:`admits` lets through (:meth:`run_turn`) and does the rest of the work
+    through its named methods: the hooks, the turn's end.
     """
-    LANE.entries += 1
-    next_chunk, checked, take = stream.next, stream.checked, attempt.take
-    records, assembler, target = attempt.records, attempt.assembler, attempt.target
-    agent, attempt_id = attempt.agent, attempt.attempt_id
-    # The texts of the deltas that continued the open run, not yet stored, and
-    # their receive times; the block index of that run and its block's parts.
-    texts: list[str] = []
-    times: list[int] = []
-    run_index: object = _NO_RUN
-    parts: list[str] = []
-    try:
-        # The cause is read into a name so that the type checker does not narrow
-        # the attribute: the listeners called below may cancel.
-        while (_cause := signal.cause) is None:
-            try:
-                chunk = await next_chunk()
-            except StopAsyncIteration:
-                return END  # noqa: ASYNC910  # the caller checkpoints
-            except Exception as exc:
-                # The adapter failed: its finish is the general path's to take.
-                return stream.failed(exc)  # noqa: ASYNC910  # the caller checkpoints
-            cls = chunk.__class__
-            if (
-                chunk.__class__ is TextDelta
-                and chunk.index is run_index
-                and (text := chunk.text).__class__ is str
-                and text.isascii()
-            ):
-                # Legal to keep: ``push`` of a delta that continues the open run
-                # only appends its gap and text to that run (``extend_text_run``
-                # does it for several), the assembler only appends its text to
-                # the open block's parts, and ASCII text is never repaired. Nothing
-                # reads either before ``_flush``.
-                if signal.cause is not None:
-                    # A chunk that arrives after the abort is not kept.
-                    return END  # noqa: ASYNC910  # the caller checkpoints
-                now = _time_ns() // 1_000_000
-                times.append(now)
-                texts.append(text)
-                if target is not None:  # ``_Attempt.show``, for this chunk
-                    revision = attempt.revision = attempt.revision + 1
-                    if target.table.get(_STREAM) is not target.entries:
-                        target.current()  # the listener set changed
-                    if listeners := target.listeners:
-                        dispatch(
-                            _STREAM,
-                            listeners,
-                            _chunk_payload(
-                                agent, attempt_id, revision, attempt.index, now, chunk
-                            ),
+
+    __slots__ = ("_agent", "_attempts", "_driver", "_inbox", "_requests", "_services")
+
+    def __init__(
+        self,
+        driver: TurnDriver,
+        agent: Agent,
+        inbox: Inbox,
+        services: AgentServices,
+        attempts: Attempts,
+        requests: StepRequests,
+    ) -> None:
+        self._driver = driver
+        self._agent = agent
+        self._inbox = inbox
+        self._services = services
+        self._attempts = attempts
+        self._requests = requests
+
+    async def run_turn(self, opened: OpenedTurn) -> bool:
+        """``TurnDriver.run_turn`` of the common turn: the same events, frames and
+        hook calls, in one coroutine frame.
+
+        The turn and each step go as on the plain path (``TurnDriver._run_turn``
+        and ``_run_step``, whose branches this follows one for one, calling the
+        driver for the hooks); each attempt that :func:`admits` (not a retry) is
+        read here, chunk by chunk, until anything unusual happens
+        (:meth:`Attempts.finish` takes the rest and settles it); a retry is the
+        plain path's (:meth:`Attempts.run`).
+        """
+        driver, inbox, agent = self._driver, self._inbox, self._agent
+        services, attempts, requests = self._services, self._attempts, self._requests
+        bus, session = services.bus, agent.session
+        signal, turn = opened.signal, opened.turn
+        driver.step = 0
+        turn_ends: TurnEndReason | None = None
+        failure: Exception | None = None
+        stop = False
+        outer: BaseException | None = None
+        try:
+            with signal.scope:
+                try:
+                    if opened.error is not None:
+                        raise opened.error
+                    claimed, fresh = opened.claimed, opened.fresh
+                    target = InboxTarget.NEXT_TURN
+                    while True:
+                        if claimed is None:
+                            claimed = inbox.claim(target, turn)
+                        await boundary(fresh)()
+                        step = driver.step + 1
+                        default = requests.proposal(claimed, step == 1)
+                        decision: PreStepDecision = default
+                        if bus.has_listeners("agent/pre-step"):
+                            decision = await driver.pre_step(
+                                default, claimed, turn, step, signal
+                            )
+                        entered, claimed = claimed, None
+                        if decision.__class__ is not Enter or not decision.messages:
+                            ends = ends_before_step(decision, turn_ends, step == 1)
+                            if ends is not None:
+                                turn_ends, stop = ends
+                                break
+                        assert isinstance(decision, Enter)
+                        # ---- the step (``TurnDriver._run_step``)
+                        session.append_trusted("step/start", _step_start(turn, step))
+                        driver.step = step
+                        step_end: TurnEndReason | None = None
+                        calls: list[ToolCallBlock] = []
+                        mark = (
+                            0  # the seq from which the step's tool events are appended
                         )
-                attempt.index += 1
-                continue
-            chunk = checked(chunk)
-            if cls not in _ORDINARY:
-                # Unusual: the general path takes it, and the rest, from here.
-                return chunk  # noqa: ASYNC910  # the caller checkpoints
-            if signal.cause is not None:
-                return END  # noqa: ASYNC910  # the caller checkpoints
-            if texts:
-                _flush(records, parts, times, texts)
-            if take(chunk):
-                # Nothing after the finish is read.
-                return END  # noqa: ASYNC910  # the caller checkpoints
-            run_index = _NO_RUN
-            if cls is TextDelta:  # may the next deltas continue its run?
-                index = records.text_run()
-                if index is not None:
-                    open_parts = assembler.open_text(index)
-                    if open_parts is not None:
-                        run_index, parts = index, open_parts
-        return END  # noqa: ASYNC910  # the caller checkpoints
-    finally:
-        if texts:
-            _flush(records, parts, times, texts)
+                        try:
+                            rendered = render_prompt(services, agent)
+                            tools = services.tools.schemas(agent)
+                            entering: Enter | None = decision  # first attempt only
+                            retry = False
+                            while True:
+                                if bus.has_listeners("agent/request"):
+                                    config = await driver.requested(turn, step, signal)
+                                else:
+                                    config = requests.seed()
+                                request = requests.next_request(
+                                    turn,
+                                    step,
+                                    config,
+                                    entering,
+                                    entered,
+                                    rendered,
+                                    tools,
+                                )
+                                entering = None
+                                await trio.lowlevel.checkpoint_if_cancelled()
+                                if not admits(bus, retry):
+                                    outcome = await attempts.run(
+                                        turn, step, request, signal
+                                    )
+                                else:
+                                    # ---- the attempt, read here until anything unusual
+                                    attempt, stream = attempts.open(turn, step, request)
+                                    LANE.entries += 1
+                                    next_chunk, checked = stream.next, stream.checked
+                                    records, assembler = (
+                                        attempt.records,
+                                        attempt.assembler,
+                                    )
+                                    shown, attempt_id = (
+                                        attempt.target,
+                                        attempt.attempt_id,
+                                    )
+                                    # The texts of the deltas that continued the open run, not yet
+                                    # stored, and their receive times; the run's block index and the
+                                    # parts of its block.
+                                    texts: list[str] = []
+                                    times: list[int] = []
+                                    run_index: object = _NO_RUN
+                                    parts: list[str] = []
+                                    found: StreamChunk | LaneEnd | BaseException = END
+                                    try:
+                                        # The cause is read into a name so that the type
+                                        # checker does not narrow the attribute: the
+                                        # listeners called may cancel.
+                                        while (_cause := signal.cause) is None:
+                                            try:
+                                                chunk = await next_chunk()
+                                            except StopAsyncIteration:
+                                                break
+                                            except Exception as exc:
+                                                # The adapter failed: ``finish`` takes it.
+                                                found = stream.failed(exc)
+                                                break
+                                            cls = chunk.__class__
+                                            if (
+                                                chunk.__class__ is TextDelta
+                                                and chunk.index is run_index
+                                                and (text := chunk.text).__class__
+                                                is str
+                                                and text.isascii()
+                                            ):
+                                                # It continues the open run: kept (see ``_flush``).
+                                                if signal.cause is not None:
+                                                    break  # a chunk after the abort is not kept
+                                                now = _time_ns() // 1_000_000
+                                                times.append(now)
+                                                texts.append(text)
+                                            else:
+                                                # Any other chunk: as ``_Attempt.take`` takes it.
+                                                chunk = checked(chunk)
+                                                if signal.cause is not None:
+                                                    break
+                                                if texts:
+                                                    _flush(records, parts, times, texts)
+                                                now = _time_ns() // 1_000_000
+                                                records.push(chunk, now)
+                                                assembler.push(chunk)
+                                                run_index = _NO_RUN
+                                                if (
+                                                    cls is TextDelta
+                                                ):  # may the next deltas continue its run?
+                                                    index = records.text_run()
+                                                    if index is not None:
+                                                        open_parts = (
+                                                            assembler.open_text(index)
+                                                        )
+                                                        if open_parts is not None:
+                                                            run_index, parts = (
+                                                                index,
+                                                                open_parts,
+                                                            )
+                                            if shown is not None:  # ``_Attempt.show``
+                                                revision = attempt.revision = (
+                                                    attempt.revision + 1
+                                                )
+                                                if (
+                                                    shown.table.get(_STREAM)
+                                                    is not shown.entries
+                                                ):
+                                                    shown.current()  # the listener set changed
+                                                if listeners := shown.listeners:
+                                                    dispatch(
+                                                        _STREAM,
+                                                        listeners,
+                                                        _chunk_payload(
+                                                            agent,
+                                                            attempt_id,
+                                                            revision,
+                                                            attempt.index,
+                                                            now,
+                                                            chunk,
+                                                        ),
+                                                    )
+                                            attempt.index += 1
+                                            if cls is Finish:
+                                                break  # nothing after the finish is read
+                                    except BaseException as exc:  # noqa: ASYNC103  # ``finish`` raises it
+                                        found = exc
+                                    finally:
+                                        if texts:
+                                            _flush(records, parts, times, texts)
+                                    outcome = await attempts.finish(
+                                        attempt, stream, signal, found
+                                    )
+                                if outcome is None:  # cancelled, prefix settled
+                                    break
+                                if isinstance(outcome, LlmFailure):
+                                    if await driver.retry_requested(
+                                        turn, step, config, outcome, signal
+                                    ):
+                                        retry = True
+                                        continue
+                                    raise LlmError(outcome)
+                                message, finish = outcome
+                                if finish.kind == "max-tokens":
+                                    step_end = MaxTokens()
+                                    break
+                                for block in message.content:
+                                    if isinstance(block, ToolCallBlock):
+                                        break
+                                else:  # no tool call
+                                    step_end = COMPLETED
+                                    break
+                                calls = [
+                                    b
+                                    for b in message.content
+                                    if isinstance(b, ToolCallBlock)
+                                ]
+                                mark = session.next_seq
+                                concluded = await services.tools.execute(
+                                    agent,
+                                    turn=turn,
+                                    step=step,
+                                    calls=calls,
+                                    signal=signal,
+                                )
+                                answer_calls(
+                                    session,
+                                    agent.id,
+                                    turn,
+                                    step,
+                                    calls,
+                                    mark,
+                                    None,
+                                    signal,
+                                )
+                                step_end = COMPLETED if concluded else None
+                                break
+                        except BaseException as exc:
+                            if calls:
+                                answer_calls(
+                                    session,
+                                    agent.id,
+                                    turn,
+                                    step,
+                                    calls,
+                                    mark,
+                                    exc,
+                                    signal,
+                                )
+                            raise
+                        finally:
+                            session.append_trusted("step/end", _step_end(turn, step))
+                        # ---- the step ended
+                        if signal.cause is not None:
+                            break  # cancelled since the step's last checkpoint
+                        fresh = step_end is None  # a tool round ends with a yield
+                        if not isinstance(turn_ends, MaxTokens):
+                            turn_ends = step_end
+                        await trio.lowlevel.checkpoint_if_cancelled()
+                        if turn_ends is not None and not inbox.next_step:
+                            if bus.has_listeners("agent/turn-stopping"):
+                                await driver.turn_stopping(turn, signal)
+                            if not inbox.next_step:
+                                break
+                        target = InboxTarget.NEXT_STEP
+                    # No success is reported for events the log has not taken.
+                    if signal.cause is None:
+                        await driver.wait_written()
+                except Exception as exc:
+                    failure = exc
+        except BaseException as exc:  # noqa: ASYNC103  # raised after turn/end
+            outer = exc
+            signal.cancel(DisposedCancel())
+        return driver.close_turn(turn, signal, failure, turn_ends, stop, outer)  # noqa: ASYNC910
 
 
 def _flush(
     records: StreamAccumulator, parts: list[str], times: list[int], texts: list[str]
 ) -> None:
-    """Store the kept deltas of the open run: in its record and its block's parts."""
+    """Store the kept deltas of the open run: in its record and its block's parts.
+
+    Legal to keep them until here: ``push`` of a delta that continues the open run
+    only appends its gap and text to that run (``extend_text_run`` does it for
+    several), the assembler only appends its text to the open block's parts, and
+    ASCII text is never repaired. Nothing reads either before this call.
+    """
     records.extend_text_run(times, texts)
     parts += texts
     times.clear()
