@@ -19,10 +19,10 @@ Each "on" runtime is a separate runtime (the listeners hear every agent of their
 runtime), measured beside the "off" runtime in the same process, so the ratios
 compare like with like. Beside them, **SDK alone**: the same two spans and three
 histogram records per turn made directly with each processor, no runtime, which is
-the floor any instrumentation of this turn pays; ``own part`` is what is left of the
-on/off difference once that floor is taken off (the listeners and the session
-relay). The exporters count what they are given: a run whose SDK dropped spans
-(a full batch queue) fails instead of reporting a cheaper figure.
+the floor any instrumentation of this turn pays (as a ratio to off: what is left of
+the bar's 0.5 for the listeners and the session relay is 0.5 minus it). The
+exporters count what they are given: a run whose SDK dropped spans (a full batch
+queue) fails instead of reporting a cheaper figure.
 
 Needs ``opentelemetry-api`` (and ``opentelemetry-sdk`` for the SDK rows): without
 them the rows say "skipped".
@@ -287,15 +287,6 @@ def run(ctx: Context) -> list[Row]:
                 unit="x",
                 samples=_ratios(alone, off),
                 note="the SDK's floor, of the 0.5 the bar leaves",
-            ),
-            Row(
-                workload=NAME,
-                metric=f"{label}: own part (on - off - alone) / off",
-                unit="x",
-                samples=tuple(
-                    (o - f - a) / f for o, f, a in zip(on, off, alone, strict=True)
-                ),
-                note="listeners and session relay, and the SDK's extra cost in a runtime",
             ),
         ]
     return rows
