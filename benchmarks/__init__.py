@@ -22,10 +22,11 @@ Workloads (see each module's docstring):
   async-generator adapter, a frame per delta): how far that shape stays from the
   floor and what the library adds to it.
 - **W1-otel** (``w1_otel``): W1's turns with :func:`dsh_trio.observe.instrument` off,
-  on with the OpenTelemetry API's no-op default, and on with the SDK (spans dropped
-  by the exporter), alternating in one run, as on/off ratios; beside them the SDK's
-  own cost for the same spans and records (needs the ``otel`` extra, and the SDK
-  for its rows).
+  on with the OpenTelemetry API's no-op default, and on with the SDK (batch and simple
+  span processors, spans dropped by the exporter), alternating in one run, as on/off
+  ratios; beside them the SDK's own cost for the same spans and records, and what is
+  left of the difference without it (needs the ``otel`` extra, and the SDK for its
+  rows).
 - **W2** (``w2_tools``): one tool call then a final answer per turn (runs once tools
   are available).
 - **W3** (``w3_concurrent``): 100 agents at once, 10 follow-up turns each.

@@ -1,20 +1,31 @@
 """W1-otel: W1's turns with ``dsh_trio.observe.instrument`` off and on.
 
-Three agents of one runtime run W1's turns (``followup`` then ``when_idle``, the
+Agents of separate runtimes run W1's turns (``followup`` then ``when_idle``, the
 20-delta scripted reply) in turn, repetition after repetition, in one ``trio.run``:
 
 - **off**: a runtime nobody instrumented (what W1 measures);
 - **on, no-op API**: ``instrument(runtime)`` with no provider given and none set
   globally, so the OpenTelemetry API's default no-op tracer and meter: what an
   application that installed the instrumentation but no SDK pays;
-- **on, SDK**: the OpenTelemetry SDK's ``TracerProvider`` (a simple span processor
-  over an exporter that drops every span) and ``MeterProvider`` (an in-memory reader,
-  never read): every span and measurement is built and recorded.
+- **on, SDK, batch**: the OpenTelemetry SDK's ``TracerProvider`` with a
+  ``BatchSpanProcessor`` (what production uses: spans are queued and exported by the
+  SDK's worker thread, whose CPU time is counted too) over an exporter that drops the
+  spans, and a ``MeterProvider`` with an in-memory reader, never read: every span and
+  measurement is built and recorded;
+- **on, SDK, simple**: the same with a ``SimpleSpanProcessor`` (each span exported
+  synchronously as it ends).
 
 Each "on" runtime is a separate runtime (the listeners hear every agent of their
-runtime), measured beside an "off" runtime in the same process, so the ratios compare
-like with like. Needs ``opentelemetry-api`` (and ``opentelemetry-sdk`` for the SDK
-rows): without them the rows say "skipped".
+runtime), measured beside the "off" runtime in the same process, so the ratios
+compare like with like. Beside them, **SDK alone**: the same two spans and three
+histogram records per turn made directly with each processor, no runtime, which is
+the floor any instrumentation of this turn pays (as a ratio to off: what is left of
+the bar's 0.5 for the listeners and the session relay is 0.5 minus it). The
+exporters count what they are given: a run whose SDK dropped spans (a full batch
+queue) fails instead of reporting a cheaper figure.
+
+Needs ``opentelemetry-api`` (and ``opentelemetry-sdk`` for the SDK rows): without
+them the rows say "skipped".
 """
 
 from __future__ import annotations
@@ -35,40 +46,63 @@ from .w1_turns import runtime_turns
 __all__ = ["run"]
 
 NAME = "W1-otel"
+#: The span processors measured, the production one first.
+PROCESSORS = ("batch", "simple")
+#: Spans per W1 turn (the turn's and its one attempt's).
+SPANS_PER_TURN = 2
 
 
-def _providers() -> tuple[Any, Any] | None:
-    """An SDK tracer provider whose exporter drops the spans, and an SDK meter
-    provider with an unread in-memory reader; ``None`` without the SDK."""
-    try:
+class _Sdk:
+    """SDK providers with ``processor``'s span processor over an exporter that drops
+    the spans (counting them), and an unread in-memory metric reader."""
+
+    def __init__(self, processor: str) -> None:
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
             SimpleSpanProcessor,
             SpanExporter,
             SpanExportResult,
         )
+
+        sdk = self
+        self.exported = 0
+
+        class Drop(SpanExporter):
+            def export(self, spans: Sequence[Any]) -> SpanExportResult:
+                sdk.exported += len(spans)
+                return SpanExportResult.SUCCESS
+
+        self.tracer_provider = TracerProvider()
+        kind = BatchSpanProcessor if processor == "batch" else SimpleSpanProcessor
+        self.tracer_provider.add_span_processor(kind(Drop()))
+        self.meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+
+    def close(self) -> int:
+        """Export what is queued, shut down; the number of spans exported."""
+        self.tracer_provider.force_flush()
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+        return self.exported
+
+
+def _sdk_available() -> bool:
+    try:
+        import opentelemetry.sdk.trace  # noqa: F401
     except ImportError:
-        return None
-
-    class Drop(SpanExporter):
-        def export(self, spans: Sequence[Any]) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(Drop()))
-    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-    return tracer_provider, meter_provider
+        return False
+    return True
 
 
-def _sdk_alone(tracer_provider: Any, meter_provider: Any) -> Callable[[int], None]:
+def _sdk_alone(sdk: _Sdk) -> Callable[[int], None]:
     """What the SDK alone costs per W1 turn: the two spans (with their attributes) and
     the three histogram records ``instrument`` makes, with no runtime."""
     from opentelemetry import trace
 
-    tracer = tracer_provider.get_tracer("bench")
-    meter = meter_provider.get_meter("bench")
+    tracer = sdk.tracer_provider.get_tracer("bench")
+    meter = sdk.meter_provider.get_meter("bench")
     tokens = meter.create_histogram("bench.tokens", unit="{token}")
     duration = meter.create_histogram("bench.duration", unit="s")
     route = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "scripted"}
@@ -102,82 +136,98 @@ def _sdk_alone(tracer_provider: Any, meter_provider: Any) -> Callable[[int], Non
             tokens.record(10, inputs)
             tokens.record(100, outputs)
             duration.record(0.001, route)
-            turn.set_attributes({"dsh.turn.end_reason": "completed"})
+            turn.set_attribute("dsh.turn.end_reason", "completed")
             turn.end()
 
     return turns
 
 
-def _providers_or_fail() -> tuple[Any, Any]:
-    found = _providers()
-    assert found is not None
-    return found
-
-
-def _measure(
-    turns: int, reps: int, sdk: tuple[Any, Any] | None
-) -> dict[str, list[float]]:
+def _measure(turns: int, reps: int, with_sdk: bool) -> dict[str, list[float]]:
     """CPU µs/turn per repetition of each configuration, measured alternately."""
     from dsh_trio.observe import instrument
 
-    samples: dict[str, list[float]] = {"off": [], "api": [], "sdk": [], "alone": []}
-    alone = None if sdk is None else _sdk_alone(*_providers_or_fail())
+    kinds = ["off", "api", *(PROCESSORS if with_sdk else ())]
+    samples: dict[str, list[float]] = {kind: [] for kind in kinds}
+    sdks = {kind: _Sdk(kind) for kind in kinds if kind in PROCESSORS}
+    alone_sdks = {kind: _Sdk(kind) for kind in sdks}
+    alone = {kind: _sdk_alone(sdk) for kind, sdk in alone_sdks.items()}
+    for kind in alone:
+        samples[f"alone {kind}"] = []
+    ran = dict.fromkeys(sdks, 0)
 
     async def main() -> None:
         async with AsyncExitStack() as stack:
             agents: dict[str, dsh.Agent] = {}
             uninstalls: list[Callable[[], None]] = []
-            for kind in ("off", "api", "sdk"):
-                if kind == "sdk" and sdk is None:
-                    continue
+            for kind in kinds:
                 model = ScriptedModel(default=scripted_reply())
                 runtime = await stack.enter_async_context(bench_runtime(model))
                 if kind == "api":
                     uninstalls.append(instrument(runtime))
-                elif kind == "sdk":
-                    assert sdk is not None
-                    tracer_provider, meter_provider = sdk
+                elif kind in sdks:
+                    sdk = sdks[kind]
                     uninstalls.append(
                         instrument(
                             runtime,
-                            tracer_provider=tracer_provider,
-                            meter_provider=meter_provider,
+                            tracer_provider=sdk.tracer_provider,
+                            meter_provider=sdk.meter_provider,
                         )
                     )
                 handle = await runtime.agents.create(options=OPTIONS)
                 stack.push_async_callback(handle.dispose)
                 agents[kind] = handle.agent
-            for agent in agents.values():  # warm-up
-                await runtime_turns(agent, max(turns // 5, 1))
+            warm = max(turns // 5, 1)
+            for kind, agent in agents.items():  # warm-up
+                await runtime_turns(agent, warm)
+                if kind in ran:
+                    ran[kind] += warm
+            for f in alone.values():
+                f(warm)
             for _ in range(reps):
                 for kind, agent in agents.items():
                     clean_heap()
                     with timed() as t:
                         await runtime_turns(agent, turns)
                     samples[kind].append(t.cpu_ns / turns / 1000)
-                if alone is not None:
+                    if kind in ran:
+                        ran[kind] += turns
+                for kind, f in alone.items():
                     clean_heap()
                     with timed() as t:
-                        alone(turns)
-                    samples["alone"].append(t.cpu_ns / turns / 1000)
+                        f(turns)
+                    samples[f"alone {kind}"].append(t.cpu_ns / turns / 1000)
             for uninstall in uninstalls:
                 uninstall()
 
     trio.run(main)
+    for kind, sdk in sdks.items():
+        exported, expected = sdk.close(), ran[kind] * SPANS_PER_TURN
+        if exported != expected:
+            raise AssertionError(
+                f"the {kind} span processor exported {exported} spans of {expected}"
+            )
+    for sdk in alone_sdks.values():
+        sdk.close()
     return samples
 
 
+def _ratios(on: Sequence[float], off: Sequence[float]) -> tuple[float, ...]:
+    return tuple(a / o for a, o in zip(on, off, strict=True))
+
+
 def run(ctx: Context) -> list[Row]:
-    """Run W1-otel: rows for off, on (no-op API), on (SDK) and the on/off ratios."""
+    """Run W1-otel: rows for off, on (no-op API), on (SDK, batch and simple span
+    processors), the on/off ratios, and the SDK's own cost beside them."""
     try:
         import opentelemetry.trace  # noqa: F401
     except ImportError:
         return [skipped(NAME, "opentelemetry-api is not installed (the otel extra)")]
-    sdk = _providers()
+    with_sdk = _sdk_available()
     turns = ctx.size(1_000, 200)
-    samples = _measure(turns, ctx.repetitions, sdk)
+    samples = _measure(turns, ctx.repetitions, with_sdk)
     off = samples["off"]
     shape = f"{turns:,} W1 turns per repetition, alternating"
+    bar = Target(bar=1.5)
     rows = [
         Row(
             workload=NAME,
@@ -197,35 +247,46 @@ def run(ctx: Context) -> list[Row]:
             workload=NAME,
             metric="on, no-op API: ratio on / off (CPU)",
             unit="x",
-            samples=tuple(a / o for a, o in zip(samples["api"], off, strict=True)),
-            target=Target(bar=1.5),
+            samples=_ratios(samples["api"], off),
+            target=bar,
         ),
     ]
-    if sdk is None:
+    if not with_sdk:
         rows.append(skipped(NAME, "opentelemetry-sdk is not installed: no SDK rows"))
         return rows
-    rows += [
-        Row(
-            workload=NAME,
-            metric="on, SDK: dsh_trio CPU µs/turn",
-            unit="µs",
-            samples=tuple(samples["sdk"]),
-            note="SDK providers; spans exported to a no-op exporter",
-        ),
-        Row(
-            workload=NAME,
-            metric="on, SDK: ratio on / off (CPU)",
-            unit="x",
-            samples=tuple(s / o for s, o in zip(samples["sdk"], off, strict=True)),
-            target=Target(bar=1.5),
-            note="2 spans, 3 histogram records per turn",
-        ),
-        Row(
-            workload=NAME,
-            metric="SDK alone: CPU µs/turn",
-            unit="µs",
-            samples=tuple(samples["alone"]),
-            note="the same spans and records made directly, no runtime (other providers)",
-        ),
-    ]
+    for kind in PROCESSORS:
+        label = f"on, SDK {kind}"
+        on, alone = samples[kind], samples[f"alone {kind}"]
+        processor = "BatchSpanProcessor" if kind == "batch" else "SimpleSpanProcessor"
+        rows += [
+            Row(
+                workload=NAME,
+                metric=f"{label}: dsh_trio CPU µs/turn",
+                unit="µs",
+                samples=tuple(on),
+                note=f"SDK providers, {processor}; spans go to a dropping exporter",
+            ),
+            Row(
+                workload=NAME,
+                metric=f"{label}: ratio on / off (CPU)",
+                unit="x",
+                samples=_ratios(on, off),
+                target=bar,
+                note="2 spans, 3 histogram records per turn",
+            ),
+            Row(
+                workload=NAME,
+                metric=f"SDK {kind} alone: CPU µs/turn",
+                unit="µs",
+                samples=tuple(alone),
+                note="the same spans and records made directly, no runtime",
+            ),
+            Row(
+                workload=NAME,
+                metric=f"SDK {kind} alone / off",
+                unit="x",
+                samples=_ratios(alone, off),
+                note="the SDK's floor, of the 0.5 the bar leaves",
+            ),
+        ]
     return rows

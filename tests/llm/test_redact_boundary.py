@@ -41,6 +41,7 @@ from dsh_trio.llm._redact import (
     guard_logs,
     header_secrets,
     redact,
+    redact_live_secrets,
     secrets_of,
     shown_url,
 )
@@ -511,6 +512,22 @@ def test_the_log_filter_is_installed_once_and_lives_with_its_adapters() -> None:
     gc.collect()
     assert shown() == secret  # no adapter holds the key any more: nothing to hide
     assert guard_logs(None, "") is None
+
+
+def test_live_secrets_follow_each_guard_from_creation_to_death() -> None:
+    first, second = "zz-first-live-secret-0001", "zz-second-live-secret-002"
+    text = f"{first} {second}"
+    assert redact_live_secrets(text) == text  # read (and kept) with neither live
+    guard = guard_logs(first)
+    assert redact_live_secrets(text) == f"*** {second}"  # a new guard is seen at once
+    other = guard_logs(second)
+    assert redact_live_secrets(text) == "*** ***"
+    del guard
+    gc.collect()
+    assert redact_live_secrets(text) == f"{first} ***"  # a dead one is forgotten
+    del other
+    gc.collect()
+    assert redact_live_secrets(text) == text
 
 
 def test_the_filter_redacts_tracebacks_stacks_and_unformattable_records() -> None:

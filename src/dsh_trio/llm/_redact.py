@@ -433,13 +433,37 @@ class LogGuard:
         return f"LogGuard({len(self.secrets)} secret(s))"
 
 
-_guards: weakref.WeakSet[LogGuard] = weakref.WeakSet()
+#: The live guards, by ``id``: weak references whose callback marks ``_live`` stale.
+_guards: dict[int, weakref.ref[LogGuard]] = {}
 _guards_lock = threading.Lock()
+#: The secrets of the live guards, read without the lock while ``_stale`` is false.
+_live: tuple[str, ...] = ()
+#: Set when a guard is added or dies: the next read rebuilds ``_live``. The weakref
+#: callback only sets it (it may run inside any code, the lock's holder included).
+_stale = False
 
 
-def _live_secrets() -> list[str]:
+def _guard_died(ref: weakref.ref[LogGuard]) -> None:
+    global _stale
+    _stale = True
+
+
+def _live_secrets() -> tuple[str, ...]:
+    """The secrets of the live guards (rebuilt only after a guard came or went)."""
+    global _live, _stale
+    if not _stale:
+        return _live
     with _guards_lock:
-        return [secret for guard in _guards for secret in guard.secrets]
+        _stale = False  # a guard dying from here on marks it stale again
+        live: list[str] = []
+        for key, ref in list(_guards.items()):
+            guard = ref()
+            if guard is None:
+                del _guards[key]
+            else:
+                live.extend(guard.secrets)
+        _live = tuple(live)
+        return _live
 
 
 def redact_live_secrets(text: str) -> str:
@@ -473,7 +497,7 @@ class _SecretFilter(logging.Filter):
         return True
 
 
-def _scrub_record(record: logging.LogRecord, secrets: list[str]) -> None:
+def _scrub_record(record: logging.LogRecord, secrets: tuple[str, ...]) -> None:
     try:
         message = record.getMessage()
     except Exception:  # a record that cannot be formatted: its parts, never its args
@@ -517,12 +541,14 @@ def guard_logs(*secrets: str | None) -> LogGuard | None:
         >>> logging.getLogger("httpx").filter(record) and record.getMessage()
         'GET /?k=***'
     """
+    global _stale
     kept = tuple(secret for secret in secrets if secret)
     if not kept:
         return None
     guard = LogGuard(kept)
     with _guards_lock:
-        _guards.add(guard)
+        _guards[id(guard)] = weakref.ref(guard, _guard_died)
+        _stale = True
     for name in GUARDED_LOGGERS:
         logging.getLogger(name).addFilter(_FILTER)  # idempotent
     return guard

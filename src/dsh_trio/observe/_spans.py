@@ -312,15 +312,19 @@ class Observer:
         assert isinstance(data, TurnEnd)
         reason = data.reason
         span = turn.span
-        attributes: dict[str, Any] = {END_REASON: _END_REASONS.get(type(reason), "")}
-        if isinstance(reason, Aborted):
-            attributes[CANCEL_CAUSE] = reason.reason.kind
-        elif isinstance(reason, Errored):
-            attributes[ERROR_TYPE] = redact_live_secrets(reason.error.code)
-            span.set_status(
-                Status(StatusCode.ERROR, redact_live_secrets(reason.error.message))
-            )
-        span.set_attributes(attributes)
+        end_reason = _END_REASONS.get(reason.__class__, "")
+        if reason.__class__ is Completed:  # the common case: one attribute
+            span.set_attribute(END_REASON, end_reason)
+        else:
+            attributes: dict[str, Any] = {END_REASON: end_reason}
+            if isinstance(reason, Aborted):
+                attributes[CANCEL_CAUSE] = reason.reason.kind
+            elif isinstance(reason, Errored):
+                attributes[ERROR_TYPE] = redact_live_secrets(reason.error.code)
+                span.set_status(
+                    Status(StatusCode.ERROR, redact_live_secrets(reason.error.message))
+                )
+            span.set_attributes(attributes)
         self._close(turn, now)
 
     def _close(self, turn: _Turn, now: int) -> None:
@@ -428,7 +432,7 @@ class Observer:
         else:
             self._end_chat(chat, now, None, None, None)
             return
-        finish, found = _finish_and_usage(data.stream)
+        finish, found = _finish_and_usage(data.stream, usage is None)
         if usage is None:
             usage = found
         self._name_route(chat, provider, model)
@@ -558,9 +562,10 @@ class Observer:
 
 
 def _finish_and_usage(
-    stream: Sequence[StreamRecord],
+    stream: Sequence[StreamRecord], want_usage: bool
 ) -> tuple[Finish | None, Usage | None]:
-    """The last ``Finish`` and ``Usage`` chunks a settled attempt's stream recorded."""
+    """The last ``Finish`` chunk a settled attempt's stream recorded, and its last
+    ``Usage`` chunk if ``want_usage`` (the search ends once both are found)."""
     finish: Finish | None = None
     usage: Usage | None = None
     for record in reversed(stream):
@@ -570,7 +575,9 @@ def _finish_and_usage(
             if finish is None and chunk.__class__ is Finish:
                 assert isinstance(chunk, Finish)
                 finish = chunk
-            elif usage is None and chunk.__class__ is Usage:
+                if not want_usage:
+                    break
+            elif want_usage and usage is None and chunk.__class__ is Usage:
                 assert isinstance(chunk, Usage)
                 usage = chunk
             if finish is not None and usage is not None:
