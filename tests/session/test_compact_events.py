@@ -581,9 +581,8 @@ def _live_session(
     s = Session.create("compact", cwd="/w/p", clock=clock())
     s.subscribe(seen.append)
     for event in _session(turns).events:
-        if event.type == "turn/start" and event.data == TurnStart(2):
-            if unknown:
-                s.append("app/undeclared", {"k": 1})
+        if unknown and event.type == "turn/start" and event.data == TurnStart(2):
+            s.append("app/undeclared", {"k": 1})
         by = s.next_seq - event.seq
         op = event.surface_op
         if isinstance(op, SurfaceReplace):
