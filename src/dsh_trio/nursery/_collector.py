@@ -71,8 +71,11 @@ def agent_collector(
     Raises:
         ValueError: a threshold is not a positive int.
     """
-    if len(thresholds) != 3 or not all(
-        t.__class__ is int and t > 0 for t in thresholds
+    raw: object = thresholds  # callers may pass anything at runtime
+    if not (
+        isinstance(raw, tuple)
+        and len(raw) == 3
+        and all(t.__class__ is int and t > 0 for t in raw)
     ):
         raise ValueError(
             f"agent_collector thresholds must be three positive ints, got {thresholds!r}"
