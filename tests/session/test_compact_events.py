@@ -678,9 +678,10 @@ async def test_a_settled_live_session_is_stored_and_restored_unchanged(
     _assert_same_state(restored, live)
 
 
-def test_a_long_live_session_settles_with_the_default_bound() -> None:
+def test_a_live_session_settles_only_when_a_bound_is_set() -> None:
+    # Off by default: the encoding costs more of a turn than its bytes are worth yet.
+    assert _session_module.SETTLE_AFTER is None
     seen: list[SessionEvent] = []
-    live = _live_session(60, seen)
-    assert live._events.compact_count >= _session_module.SETTLE_AFTER
-    assert len(live._events.values) < 2 * _session_module.SETTLE_AFTER
+    live = _live_session(30, seen)
+    assert live._events.compact_count == 0
     _assert_reads_back(live, seen)

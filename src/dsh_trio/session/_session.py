@@ -10,9 +10,9 @@ has the live view of the events.
 
 The events are a :class:`DecodedEvents`: a restored log keeps the events it read as
 their JSON lines (compressed, decoded when read; see :mod:`._loaded`), and the events
-appended since are kept as values. Once the values hold more than
-:data:`SETTLE_AFTER` events older than the previous turn, the next ``turn/start``
-settles them into lines too, so a live session's past is held as compactly as a
+appended since are kept as values. When :data:`SETTLE_AFTER` is set and the values
+hold more than that many events older than the previous turn, the next
+``turn/start`` settles them into lines too, so a live session's past is held as compactly as a
 restored one's (the current and the previous turn stay values: what the agent loop
 and the derived history read).
 """
@@ -46,7 +46,7 @@ from ..values import (
     now_ms,
 )
 from ._admission import check_sources, invalid, new_event, typed_event_data
-from ._compact import BLOCK_LINES, DecodedEvents
+from ._compact import DecodedEvents
 from ._fork import fork_prefix
 from ._headers import new_header, restored_header
 from ._history import DerivedMessages, HistoryFold
@@ -64,8 +64,11 @@ _logger = logging.getLogger("dsh_trio")
 _MAX: Final = MAX_SAFE_INTEGER
 
 #: How many settled events a live session keeps as values before it encodes them
-#: into lines (at the next ``turn/start``): a compressed block's worth.
-SETTLE_AFTER: Final = BLOCK_LINES
+#: into lines (at the next ``turn/start``); ``None``: never. Off for now: encoding
+#: through the general converter costs about 40 % of a turn's instructions; it is
+#: meant to become :data:`~._compact.BLOCK_LINES` once the lines come cheaply (a log writer's,
+#: or an encoder as fast as the log reader's decoders).
+SETTLE_AFTER: int | None = None
 
 
 #: The undeclared event types an append has warned about (once each).
@@ -507,7 +510,8 @@ class Session:
             return
         self._turn_mark = seq
         count = previous - self._base
-        if count >= SETTLE_AFTER:
+        bound = SETTLE_AFTER
+        if bound is not None and count >= bound:
             settled = self._events.settle(count)
             self._base += settled
             if settled < count:  # an event that has no faithful line stays a value
