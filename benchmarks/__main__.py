@@ -43,6 +43,11 @@ WORKLOADS: tuple[tuple[str, str, str], ...] = (
     ),
     ("W2", "w2_tools", "one tool call then a final answer per turn"),
     ("W3", "w3_concurrent", "100 agents x 10 follow-up turns, concurrently"),
+    (
+        "W3-10k",
+        "w3_scale",
+        "10,000 agents x 2 turns at once vs the floor; collector default, tuned, off",
+    ),
     ("W4", "w4_memory", "bytes and tasks per idle agent, 1,000 idle agents"),
     ("W5", "w5_cancel", "cancel -> when_idle() latency, stream hung after 5 chunks"),
     (

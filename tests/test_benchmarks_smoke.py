@@ -19,8 +19,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Workloads that must run everywhere; the others may be skipped with a reason
 #: (W2 without tools, P1 without its module, Peers without the ``bench`` extra, W1-otel
-#: without the ``otel`` extra).
-ALWAYS = ("W1", "W1-growth", "W1-shape", "W1-skeleton", "W3", "W4", "W5", "P2", "S1")
+#: without the ``otel`` extra, Fleet without PostgreSQL).
+ALWAYS = (
+    "W1",
+    "W1-growth",
+    "W1-shape",
+    "W1-skeleton",
+    "W3",
+    "W3-10k",
+    "W4",
+    "W5",
+    "P2",
+    "S1",
+)
 MAY_SKIP = ("W1-otel", "W2", "Ir", "P1", "P1-pg", "Fleet", "Peers")
 
 

@@ -27,7 +27,7 @@ from dsh_trio.persistence._jsonl_lines import encode_events
 from dsh_trio.persistence._jsonl_load import scan_log
 from dsh_trio.persistence._persistence import load_session
 from dsh_trio.persistence._recorder import persist_new_session
-from dsh_trio.session import LoadedLog, Session, _compact
+from dsh_trio.session import LoadedLog, Session, _compact, _session as _session_module
 from dsh_trio.session._compact import DecodedEvents
 from dsh_trio.values import (
     AssistantMessage,
@@ -563,3 +563,126 @@ async def test_a_log_loads_the_same_with_and_without_the_accelerator(
 def test_the_accelerator_is_msgspec_when_installed() -> None:
     pytest.importorskip("msgspec")
     assert _jsonline.JSON_ACCELERATOR == "msgspec"
+
+
+# --------------------------------------------------------------------------- live settling
+
+
+@pytest.fixture
+def settle_early(monkeypatch: pytest.MonkeyPatch, small_blocks: None) -> None:
+    """A live session settles once 8 events lie before its previous turn."""
+    monkeypatch.setattr(_session_module, "SETTLE_AFTER", 8)
+
+
+def _live_session(
+    turns: int, seen: list[SessionEvent], *, unknown: bool = False
+) -> Session:
+    """:func:`_session`'s log, appended through a session whose listener records
+    every event; ``unknown`` adds an undeclared event type before turn 2."""
+    s = Session.create("compact", cwd="/w/p", clock=clock())
+    s.subscribe(seen.append)
+    for event in _session(turns).events:
+        if unknown and event.type == "turn/start" and event.data == TurnStart(2):
+            s.append("app/undeclared", {"k": 1})
+        by = s.next_seq - event.seq
+        op = event.surface_op
+        if isinstance(op, SurfaceReplace):
+            op = SurfaceReplace(op.start_seq + by, op.end_seq + by)
+        kept = s.append(
+            event.type,
+            event.data,
+            surface_op=op,
+            source_event_seqs=_shifted(event, by),
+            ignorable=event.ignorable,
+        )
+        assert kept.type == event.type
+    return s
+
+
+def _shifted(event: SessionEvent, by: int) -> list[int] | None:
+    if event.source_event_seqs is None:
+        return None
+    return [seq + by for seq in event.source_event_seqs]
+
+
+def _assert_reads_back(session: Session, seen: list[SessionEvent]) -> None:
+    """Every reader of ``session`` gives the events exactly as they were appended."""
+    events = session.events
+    assert len(events) == len(seen) == session.next_seq
+    _same(list(events), seen)
+    for i, want in enumerate(seen):
+        _same(events[i], want)
+        _same(events[i - len(seen)], want)
+    _same(events[3:-2], tuple(seen[3:-2]))
+    _same(events[::5], tuple(seen[::5]))
+    _same(list(reversed(events)), seen[::-1])
+    assert events == seen
+    wanted = ("turn/start", "tool/result")
+    _same(list(events.of_types(*wanted)), [e for e in seen if e.type in wanted])
+    _same(
+        list(events.of_types(*wanted, reverse=True)),
+        [e for e in reversed(seen) if e.type in wanted],
+    )
+
+
+def test_a_live_session_keeps_its_older_turns_as_lines_and_reads_them_equal(
+    settle_early: None,
+) -> None:
+    seen: list[SessionEvent] = []
+    live = _live_session(12, seen)
+    held: DecodedEvents = live._events
+    # Settled: all but the events from the previous turn's start on.
+    starts = [e.seq for e in seen if e.type == "turn/start"]
+    assert held.compact_count == starts[-2] and len(held.values) < 30
+    assert len(held._blocks) >= 20  # compressed, not only lines
+    _assert_reads_back(live, seen)
+    # The same state as a session that keeps every event as a value.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_session_module, "SETTLE_AFTER", 10**9)
+        plain = _live_session(12, [])
+    assert plain._events.compact_count == 0
+    _assert_same_state(live, plain)
+    # Appends, forks and replace ops go on as on the plain session.
+    for s in (live, plain):
+        s.append("turn/start", TurnStart(13))
+        s.append(
+            "user/message",
+            user_message("fold", id="f"),
+            surface_op=SurfaceReplace(s.surface[1], s.surface[-1]),
+            source_event_seqs=list(s.surface[1:]),
+        )
+    _assert_same_state(live, plain)
+    boundary = next(e.seq for e in seen if e.type == "turn/end" and e.seq > 40)
+    _same(list(live.fork(boundary).events), list(plain.fork(boundary).events))
+
+
+def test_an_event_without_a_faithful_line_stays_a_value(settle_early: None) -> None:
+    # An undeclared type a log reader would refuse: its line would not read back,
+    # so it and what follows stay values.
+    seen: list[SessionEvent] = []
+    live = _live_session(12, seen, unknown=True)
+    odd_seq = next(e.seq for e in seen if e.type == "app/undeclared")
+    assert 0 < live._events.compact_count == odd_seq
+    _assert_reads_back(live, seen)
+
+
+async def test_a_settled_live_session_is_stored_and_restored_unchanged(
+    settle_early: None, tmp_path: Path
+) -> None:
+    seen: list[SessionEvent] = []
+    live = _live_session(12, seen)
+    assert live._events.compact_count > 0
+    path = await _store(tmp_path, live)
+    _same(_plain(path), seen)
+    restored, writer = await load_session(JsonlPersistence(tmp_path), "compact")
+    await writer.close()
+    _assert_same_state(restored, live)
+
+
+def test_a_live_session_settles_only_when_a_bound_is_set() -> None:
+    # Off by default: the encoding costs more of a turn than its bytes are worth yet.
+    assert _session_module.SETTLE_AFTER is None
+    seen: list[SessionEvent] = []
+    live = _live_session(30, seen)
+    assert live._events.compact_count == 0
+    _assert_reads_back(live, seen)

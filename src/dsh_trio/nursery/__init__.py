@@ -6,6 +6,10 @@ from ..loop import (
     no_initiator as no_initiator,
     require_initiator as require_initiator,
 )
+from ._collector import (
+    AgentCollector as AgentCollector,
+    agent_collector as agent_collector,
+)
 from ._registry import (
     AgentExistsError as AgentExistsError,
     AgentHandle as AgentHandle,
@@ -22,10 +26,12 @@ from ._runtime import (
 )
 
 __all__ = [
+    "AgentCollector",
     "AgentExistsError",
     "AgentHandle",
     "AgentRegistry",
     "Runtime",
+    "agent_collector",
     "SessionStore",
     "current_initiator",
     "install_retry_listener",

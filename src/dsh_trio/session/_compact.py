@@ -4,22 +4,30 @@ A long log holds hundreds of thousands of events; as decoded values they take ab
 ten times the bytes of their lines. :class:`DecodedEvents` keeps the events a log
 decoder read as their lines instead, compressed in blocks of :data:`BLOCK_LINES`, and
 decodes an event again (with :func:`decode_event`, the decoder that read it) when it
-is read. Events appended as values (the live part of a session) stay values. Reading
-gives values equal to the ones the decoder returned when the log was read.
+is read. Events appended as values (the live part of a session) stay values until
+they settle (:meth:`DecodedEvents.settle`): a live session moves the events of its
+older turns into lines too, encoded as a log writer encodes them, so a long-lived
+session holds its past as compressed lines whatever way it was made. Reading gives
+values equal to the ones the decoder returned when the log was read, or to the ones
+that were appended.
 """
 
 from __future__ import annotations
 
+import json
 import operator
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Final, SupportsIndex, overload
 
 from ..values import (
+    EVENT_DATA_TYPES,
     AssistantMessage,
     SessionEvent,
     assistant_message_of,
     decode_event,
+    event_to_json,
+    is_known_event_type,
     parse_json_line,
 )
 
@@ -40,9 +48,29 @@ _NO_CODES: Final[dict[str, int]] = {}
 _NO_CACHE: Final[tuple[int, list[bytes]]] = (-1, _NO_LINES)
 
 
+#: Encodes an event's JSON as a log writer does (compact, UTF-8 kept).
+_ENCODE: Final = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False
+).encode
+
+
 def decode_line(line: bytes, seq: int) -> SessionEvent:
     """The event of a log line already read once (so known to be valid)."""
     return decode_event(parse_json_line(line), seq)[0]
+
+
+def encode_line(event: SessionEvent) -> bytes | None:
+    """The log line of ``event`` (without the line end), or ``None`` when its line
+    would not decode back to it: an event of a type a reader refuses (neither
+    known, declared nor ignorable), or text UTF-8 cannot encode (a lone surrogate).
+    """
+    type_ = event.type
+    if not (event.ignorable or type_ in EVENT_DATA_TYPES or is_known_event_type(type_)):
+        return None
+    try:
+        return _ENCODE(event_to_json(event)).encode("utf-8")
+    except (UnicodeEncodeError, ValueError):
+        return None
 
 
 class _Lines:
@@ -184,6 +212,42 @@ class DecodedEvents(Sequence[SessionEvent]):
     def extend(self, events: Iterable[SessionEvent]) -> None:
         """Add the next events as values."""
         self._values.extend(events)
+
+    def settle(self, count: int) -> int:
+        """Keep the first ``count`` events held as values as their lines instead.
+
+        Each is encoded as a log writer encodes it (:func:`encode_line`), and reads
+        decode it again to an equal value. Stops before an event whose line would
+        not decode back to it (see :func:`encode_line`): that event and the ones
+        after it stay values. Returns how many events were settled. Never blocks.
+
+        Example::
+
+            events = DecodedEvents([event0, event1])
+            events.settle(1)  # 1: events[0] is now kept as its line
+            events[0] == event0  # True
+        """
+        values = self._values
+        count = min(count, len(values))
+        if count <= 0:
+            return 0
+        if self._store is _NO_STORE:
+            self._hold_lines()
+        append_line = self.append_line
+        settled = 0
+        # ``append_line`` refuses a line while values are held; hold them aside.
+        self._values = []
+        try:
+            for event in values[:count]:
+                line = encode_line(event)
+                if line is None:
+                    break
+                append_line(line, event.type)
+                settled += 1
+        finally:
+            del values[:settled]
+            self._values = values  # the same list: a session's alias stays valid
+        return settled
 
     @property
     def values(self) -> list[SessionEvent]:

@@ -10,7 +10,11 @@ has the live view of the events.
 
 The events are a :class:`DecodedEvents`: a restored log keeps the events it read as
 their JSON lines (compressed, decoded when read; see :mod:`._loaded`), and the events
-appended since are kept as values.
+appended since are kept as values. When :data:`SETTLE_AFTER` is set and the values
+hold more than that many events older than the previous turn, the next
+``turn/start`` settles them into lines too, so a live session's past is held as compactly as a
+restored one's (the current and the previous turn stay values: what the agent loop
+and the derived history read).
 """
 
 from __future__ import annotations
@@ -58,6 +62,13 @@ __all__ = ["Session"]
 _logger = logging.getLogger("dsh_trio")
 
 _MAX: Final = MAX_SAFE_INTEGER
+
+#: How many settled events a live session keeps as values before it encodes them
+#: into lines (at the next ``turn/start``); ``None``: never. Off for now: encoding
+#: through the general converter costs about 40 % of a turn's instructions; it is
+#: meant to become :data:`~._compact.BLOCK_LINES` once the lines come cheaply (a log writer's,
+#: or an encoder as fast as the log reader's decoders).
+SETTLE_AFTER: int | None = None
 
 
 #: The undeclared event types an append has warned about (once each).
@@ -110,6 +121,9 @@ class Session:
     # projections read the surface nodes appended since their last look only when
     # this mark reaches them.
     _prompt_seq: int = attrs.field(default=-1, init=False)
+    # The seq of the latest ``turn/start``: the events before the one preceding it
+    # are settled (see the module docs); ``None`` once an event could not be.
+    _turn_mark: int | None = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._live = self._events.values
@@ -474,6 +488,8 @@ class Session:
         if plan is None:
             if type_ in MARKER_TYPES:
                 self._markers.fold(event)
+                if type_ == "turn/start":
+                    self._turn_started(event.seq)
         else:
             seq = event.seq
             self._surface.apply(plan, seq)
@@ -485,6 +501,21 @@ class Session:
                 )
             ):
                 self._prompt_seq = seq
+
+    def _turn_started(self, seq: int) -> None:
+        """A ``turn/start`` at ``seq`` committed: settle the events before the
+        previous turn's start into lines once there are enough of them."""
+        previous = self._turn_mark
+        if previous is None:
+            return
+        self._turn_mark = seq
+        count = previous - self._base
+        bound = SETTLE_AFTER
+        if bound is not None and count >= bound:
+            settled = self._events.settle(count)
+            self._base += settled
+            if settled < count:  # an event that has no faithful line stays a value
+                self._turn_mark = None
 
     def _load(self, events: Sequence[SessionEvent], what: str) -> None:
         """Admit existing events (a seed or a persisted log) into this fresh session
@@ -523,6 +554,7 @@ class Session:
         self._history = self._surface
         self._markers = attrs.evolve(markers)
         self._prompt_seq = self.next_seq - 1  # any adopted event may be one
+        self._turn_mark = markers.open_turn_seq or self._base
 
     # ------------------------------------------------------------------ fork
 
