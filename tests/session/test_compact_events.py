@@ -579,7 +579,7 @@ def _live_session(
 ) -> Session:
     """:func:`_session`'s log, appended through a session whose listener records
     every event; ``unknown`` adds an undeclared event type before turn 2."""
-    s = Session.create("compact", cwd="/w/p", clock=clock())
+    s = Session.create("compact", cwd="/w/p", clock=ticking_clock())
     s.subscribe(seen.append)
     for event in _session(turns).events:
         if unknown and event.type == "turn/start" and event.data == TurnStart(2):
