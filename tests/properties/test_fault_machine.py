@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from dsh_trio.testing import machine_settings
 
-from ..persistence.postgres._cluster import acquire_shared, release_shared
 from .fault_machine import FaultMachine, PgFaultMachine
 
 #: Examples of the fault machines: a bounded share of the profile's.
@@ -26,15 +22,6 @@ def test_fault_machine() -> None:
             stateful_step_count=min(25, profile.stateful_step_count),
         ),
     )
-
-
-@pytest.fixture(scope="module")
-def machine_dsn() -> Iterator[str]:
-    cluster = acquire_shared()
-    try:
-        yield cluster.new_database()
-    finally:
-        release_shared()
 
 
 def test_fault_machine_on_postgres(machine_dsn: str) -> None:
