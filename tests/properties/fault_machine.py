@@ -4,22 +4,37 @@
 random byte or at an fsync, restarts and resumes) over a JSONL store whose writer
 can fail, and adds:
 
-* ``inject_fault`` / ``clear_fault``: from the next write on, the writer's disk
-  refuses (``ENOSPC`` after writing half of a batch, as a filling disk does;
-  ``EROFS`` at the fsync, as a remount read-only does) until the fault is cleared;
+* ``set_fault``: from the next write on, the writer's disk refuses (``ENOSPC``
+  after writing half of a batch, as a filling disk does; ``EROFS`` at the fsync,
+  as a remount read-only does) until the fault is cleared (``set_fault(None)``);
   on PostgreSQL the writer's connection is terminated by the server
   (``pg_terminate_backend``: the next write fails on the dead connection, the one
   after reconnects) or the server stays unreachable until cleared;
-* ``flush``: ``agent.flush()`` at any point of a turn; with a fault it must raise,
-  without one it must return;
+* ``flush``: ``agent.flush()`` at any point of a turn; with a fault (and a quiet
+  message queued, so there is something to write) it must raise, without one it
+  must return;
+* ``fail_before_reply``: a turn runs and its log starts failing before the
+  model's reply would end it;
 * ``rival_writer``: a second writer races for the session. On JSONL, one in this
   process is refused by the claim, then one that ignores the lease replaces the
   log with a copy or appends a torn line; on PostgreSQL the life's lease lapses
   (its owner's heartbeat expires) and a second process takes the session over
   with a new fencing token (or nobody does);
 * tools: ``lookup`` returns at once, ``wait`` runs until its step is cancelled,
-  so a cancel, a restart (disposal) or a crash ends steps with calls pending;
+  so a cancel, a restart (disposal) or a crash ends steps with calls pending
+  (``end_step_in_tools``: a killed process keeps every byte written, a power
+  loss only what was fsynced);
 * ``restart_with_mail``: dispose of the agent with messages in its inbox.
+
+Every example starts with an *opening* (or none): one call of a fault rule right
+after the agent is created. Swarm testing leaves about half the rules out of each
+example, so a bug only one fault rule reaches would otherwise take many examples
+to find; with the openings each bug class is reached in the first examples.
+
+What the stores would do in a worker thread runs in the calling task
+(:func:`run_inline`), and on JSONL an fsync only counts: no task wakes at a
+moment that depends on how fast a thread finished, so trio's seeded schedule,
+and with it a verdict, does not depend on the machine's speed.
 
 Invariants, each with its own message:
 
@@ -42,17 +57,17 @@ import contextlib
 import errno
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import trio
 from hypothesis import strategies as st
-from hypothesis.stateful import invariant, rule
+from hypothesis.stateful import initialize, invariant, rule
 
 import dsh_trio as dsh
 from dsh_trio.persistence import _jsonl_writer
-from dsh_trio.testing import answers, sends
+from dsh_trio.testing import answers, reply, sends
 from dsh_trio.testing._strategies import Answer
 from dsh_trio.testing.machine import LogChecker, RuntimeHost
 from dsh_trio.testing.machine._report import note
@@ -263,6 +278,44 @@ class Fence:
     stored: object  # the log's bytes (JSONL) or its event count (PostgreSQL)
 
 
+# --------------------------------------------------------------------------- openings
+
+#: An opening: one call of a fault rule right after the agent is created.
+Opening = Callable[[Any], None]
+
+#: The openings of both stores; each machine adds its rival writers.
+OPENINGS: Mapping[str, Opening] = {
+    "end_step_in_tools(how='kill')": lambda m: m.end_step_in_tools("kill"),
+    "end_step_in_tools(how='cancel')": lambda m: m.end_step_in_tools("cancel"),
+    "flush(fault='second')": lambda m: m.flush("second"),
+    "fail_before_reply(kind='first')": lambda m: m.fail_before_reply("first"),
+}
+
+
+def _start(openings: Mapping[str, Opening]) -> Any:
+    """The machine's initialize rule: the persistence machine's, then an opening.
+
+    Every example begins with one of ``openings`` (or none): swarm testing
+    leaves about half the rules out of each example, so without openings a bug
+    that one fault rule reaches would need many examples to be found; with them,
+    each bug class is reached from the first step of some examples, and the
+    random rules go on from there.
+    """
+
+    @initialize(
+        durability=st.sampled_from(("turn", "always", "none")),
+        seed=st.random_module(),
+        opening=st.sampled_from((None, *openings)),
+    )
+    def start(self: Any, durability: str, seed: object, opening: str | None) -> None:
+        PersistenceMachine.start(self, durability, seed)
+        if opening is not None:
+            note(f"opening: {opening}")
+            openings[opening](self)
+
+    return start
+
+
 # --------------------------------------------------------------------------- the rules
 
 
@@ -425,16 +478,20 @@ class FaultRules:
         """The life's writer once its log is stored (a quiet message stores it)."""
         writer = life.persistence.writer
         if writer is not None and not writer._materialised:
-            self.tool_turns += 1
-            message = dsh.user_message("note", id=f"note-{self.tool_turns}")
-            self.loop.run_sync(
-                lambda: life.agent.send(message, dsh.InboxTarget.NEXT_TURN, False)
-            )
+            self._queue_note(life)
             with contextlib.suppress(dsh.PersistenceError):
                 self.loop.call(life.agent.flush)
         if writer is None or not writer._materialised:
             return None
         return writer
+
+    def _queue_note(self, life: Life) -> None:
+        """Queue a quiet message (an inbox splice for the log), and let it be written."""
+        self.tool_turns += 1
+        message = dsh.user_message("note", id=f"note-{self.tool_turns}")
+        self.loop.run_sync(
+            lambda: life.agent.send(message, dsh.InboxTarget.NEXT_TURN, False)
+        )
 
     # ------------------------------------------------------------------ rules
 
@@ -449,44 +506,61 @@ class FaultRules:
         script = self.desk.script_for(op, names, lambda name: "{}")
         self.loop.run_sync(lambda: self.desk.answer(script, hangs=op.kind == "hang"))
 
-    @rule(
-        how=st.sampled_from(("crash", "cancel", "dispose")),
-        cut=st.integers(min_value=0, max_value=1 << 16),
-    )
-    def end_step_in_tools(self, how: str, cut: int) -> None:
+    @rule(how=st.sampled_from(("kill", "power-loss", "cancel", "dispose")))
+    def end_step_in_tools(self, how: str) -> None:
         """A step asks for ``wait`` then ``lookup``; it ends while ``wait`` runs.
 
-        Ended by a crash, by a cancel (``lookup`` never starts) or by the
-        agent's disposal.
+        Ended by the process being killed (every byte written survives), by a
+        power loss (only what was fsynced survives), by a cancel (``lookup``
+        never starts) or by the agent's disposal. A crash cut at a random byte
+        is the ``crash`` rule's.
         """
         life = self.life
-        if life is None:
-            return
-        if not self.desk.unanswered and life.agent.status is dsh.AgentStatus.IDLE:
-            self.tool_turns += 1
-            message = dsh.user_message("use the tools", id=f"tools-{self.tool_turns}")
-            try:
-                self.loop.run_sync(lambda: life.agent.followup(message))
-            except dsh.PersistenceError:
-                if not self.faulted:
-                    raise
-                return
-        if not self.desk.unanswered:
+        if life is None or not self._model_asked(life, "use the tools"):
             return
         script = self.desk.script_for(
             Answer("tool-calls", calls=2), ("wait", "lookup"), lambda name: "{}"
         )
         self.loop.run_sync(lambda: self.desk.answer(script))
-        if how == "crash":
-            self.crash(cut)  # type: ignore[attr-defined]
+        if how in ("kill", "power-loss"):
+            self.crash(self._cut_keeping(life, whole=how == "kill"))  # type: ignore[attr-defined]
         elif how == "cancel":
             self.loop.run_sync(lambda: life.agent.cancel(dsh.UserCancel()))
         else:
             self.restart()
 
     @rule(kind=st.sampled_from(("first", "second")))
+    def fail_before_reply(self, kind: str) -> None:
+        """A turn runs; its log starts failing before the model's reply would end it."""
+        life = self.life
+        if life is None or not self._model_asked(life, "reply after a fault"):
+            return
+        self.inject_fault(kind)
+        self.loop.run_sync(lambda: self.desk.answer(reply("done")))
+
+    def _model_asked(self, life: Life, text: str) -> bool:
+        """Whether a model request waits for its answer; an idle agent is sent ``text`` first."""
+        if not self.desk.unanswered and life.agent.status is dsh.AgentStatus.IDLE:
+            self.tool_turns += 1
+            message = dsh.user_message(text, id=f"turn-{self.tool_turns}")
+            try:
+                self.loop.run_sync(lambda: life.agent.followup(message))
+            except dsh.PersistenceError:
+                if not self.faulted:
+                    raise
+                return False
+        return bool(self.desk.unanswered)
+
+    @rule(kind=st.sampled_from((None, "first", "second")))
+    def set_fault(self, kind: str | None) -> None:
+        """From the next write on, the log's writes fail; ``None`` clears the fault."""
+        if kind is None:
+            self.faults.clear()
+        else:
+            self.inject_fault(kind)
+
     def inject_fault(self, kind: str) -> None:
-        """From the next write on, the log's writes fail (until ``clear_fault``)."""
+        """From the next write on, the log's writes fail (until cleared)."""
         if self.life is None:
             return
         chosen = self.faults.KINDS[0 if kind == "first" else 1]
@@ -512,22 +586,21 @@ class FaultRules:
                 raise
             note("send: waking input refused on a failing log")
 
-    @rule()
-    def clear_fault(self) -> None:
-        self.faults.clear()
-
     @rule(fault=st.sampled_from((None, "first", "second")))
     def flush(self, fault: str | None) -> None:
         """``agent.flush()``: it returns once everything appended so far is in the log.
 
-        With ``fault``, the fault is injected first and the flush called twice:
-        the first finds the log failing, the second finds the fault reported.
+        With ``fault``, the fault is injected first and a quiet message queued
+        (the flush has an event to write, or an unsynced one to fsync), then the
+        flush is called twice: the first finds the log failing, the second finds
+        the fault reported.
         """
         life = self.life
         if life is None:
             return
         if fault is not None:
             self.inject_fault(fault)
+            self._queue_note(life)
         for _ in range(1 if fault is None else 2):
             appended = len(life.agent.session.events)
             hits = self.faults.hits
@@ -694,6 +767,10 @@ class FaultRules:
     def _stored(self, life: Life) -> bool:
         raise NotImplementedError
 
+    def _cut_keeping(self, life: Life, *, whole: bool) -> int:
+        """The ``cut`` of a crash that keeps every written byte, or only the durable ones."""
+        raise NotImplementedError
+
     def _stored_lines(self, life: Life, n: int) -> list[str]:
         raise NotImplementedError
 
@@ -704,14 +781,53 @@ class FaultRules:
         raise NotImplementedError
 
 
+async def run_inline(fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
+    """``trio.to_thread.run_sync`` without a thread: ``fn`` runs in the calling task.
+
+    As the real one, it raises if already cancelled, and a cancellation arriving
+    while ``fn`` runs is delivered at the next checkpoint. With no worker thread,
+    no task wakes at a moment that depends on how fast a thread finished, so the
+    schedule (trio shuffles each batch of runnable tasks with hypothesis's seed)
+    depends only on the program, never on the machine's speed.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    result = fn(*args)
+    await trio.lowlevel.cancel_shielded_checkpoint()
+    return result
+
+
 class FaultMachine(FaultRules, PersistenceMachine):
-    """Faults over a JSONL store."""
+    """Faults over a JSONL store.
+
+    Its disk work runs in the calling task (:func:`run_inline`), so its examples
+    replay exactly, and an fsync only counts: the machine models what a power
+    loss keeps, so a real fsync would add nothing but time.
+    """
+
+    start = _start(
+        {
+            **OPENINGS,
+            "rival_writer(how='copy')": lambda m: m.rival_writer("copy"),
+            "rival_writer(how='torn line')": lambda m: m.rival_writer("torn line"),
+        }
+    )
 
     def __init__(self) -> None:
         super().__init__()
+        fsyncs = self.fsyncs
+
+        def counted(fd: int) -> None:
+            os.fstat(fd)  # a closed fd still fails
+            fsyncs.count += 1
+
+        _jsonl_writer.sync_data = counted  # put back by the persistence machine
+        self._to_thread = trio.to_thread.run_sync
+        trio.to_thread.run_sync = run_inline  # type: ignore[assignment]
         try:
             self._init_faults(DiskFaults())
         except BaseException:
+            trio.to_thread.run_sync = self._to_thread
+            _jsonl_writer.sync_data = self._sync_data
             self.loop.close()
             raise
 
@@ -727,6 +843,13 @@ class FaultMachine(FaultRules, PersistenceMachine):
         super()._crash(life, cut)
         if unwritten and self.expect is not None:
             self.expect.inbox = None
+
+    def _cut_keeping(self, life: Life, *, whole: bool) -> int:
+        path = self._log_path(life)
+        if not whole or not os.path.exists(path):
+            return 0
+        durable: int = life.persistence.durable.size
+        return os.path.getsize(path) - durable
 
     def _stored_lines(self, life: Life, n: int) -> list[str]:
         path = self._log_path(life)
@@ -777,6 +900,7 @@ class FaultMachine(FaultRules, PersistenceMachine):
         try:
             super().teardown()
         finally:
+            trio.to_thread.run_sync = self._to_thread
             self.faults.uninstall()
 
 
@@ -807,12 +931,23 @@ class PgFaultyPersistence(PgTrackingPersistence):
 class PgFaultMachine(FaultRules, PostgresPersistenceMachine):
     """Faults over the PostgreSQL store: lost connections, lapsed and taken leases."""
 
+    start = _start(
+        {
+            **OPENINGS,
+            "rival_writer(takeover=False)": lambda m: m.rival_writer(False),
+            "rival_writer(takeover=True)": lambda m: m.rival_writer(True),
+        }
+    )
+
     def __init__(self) -> None:
         super().__init__()
         assert self.dsn is not None
+        self._to_thread = trio.to_thread.run_sync
+        trio.to_thread.run_sync = run_inline  # type: ignore[assignment]
         try:
             self._init_faults(ConnectionFaults(self.dsn, self.conn))
         except BaseException:
+            trio.to_thread.run_sync = self._to_thread
             self.loop.close()
             self.conn.close()
             raise
@@ -836,6 +971,9 @@ class PgFaultMachine(FaultRules, PostgresPersistenceMachine):
             "SELECT 1 FROM dsh_trio.sessions WHERE id = %s", (SESSION_ID,)
         ).fetchone()
         return row is not None
+
+    def _cut_keeping(self, life: Life, *, whole: bool) -> int:
+        return 0  # a killed writer's commits survive it, and only they
 
     def _stored_lines(self, life: Life, n: int) -> list[str]:
         rows = self.conn.execute(
@@ -905,6 +1043,7 @@ class PgFaultMachine(FaultRules, PostgresPersistenceMachine):
             try:
                 super().teardown()
             finally:
+                trio.to_thread.run_sync = self._to_thread
                 self.faults.uninstall()
 
 

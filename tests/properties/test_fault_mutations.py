@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,7 +23,6 @@ from dsh_trio.persistence._recorder import SessionRecorder
 from dsh_trio.session import _repair
 from dsh_trio.tools import _scheduler
 
-from ..persistence.postgres._cluster import acquire_shared, release_shared
 from .fault_machine import FaultMachine, PgFaultMachine
 from .mutation import assert_caught
 
@@ -196,15 +194,6 @@ def test_a_disposal_that_keeps_the_inbox_is_reported(
 
 
 # ------------------------------------------------------------------ on PostgreSQL
-
-
-@pytest.fixture(scope="module")
-def machine_dsn() -> Iterator[str]:
-    cluster = acquire_shared()
-    try:
-        yield cluster.new_database()
-    finally:
-        release_shared()
 
 
 #: PostgreSQL steps wait on a real server: fewer examples.

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis.stateful import run_state_machine_as_test
 from hypothesis.strategies._internal.core import RandomSeeder
 
@@ -13,7 +11,6 @@ import dsh_trio as dsh
 from dsh_trio.testing import machine_settings
 from dsh_trio.testing._strategies import Send
 
-from ..persistence.postgres._cluster import acquire_shared, release_shared
 from .mutation import Step, recording, replay
 from .persistence_machine import (
     Batch,
@@ -106,15 +103,6 @@ def test_a_crash_at_an_fsync_loses_only_the_unsynced_tail() -> None:
 
 
 # ------------------------------------------------------------------ on PostgreSQL
-
-
-@pytest.fixture(scope="module")
-def machine_dsn() -> Iterator[str]:
-    cluster = acquire_shared()
-    try:
-        yield cluster.new_database()
-    finally:
-        release_shared()
 
 
 #: Examples of the PostgreSQL machine: a bounded share of the profile's, since each
