@@ -145,12 +145,13 @@ def test_a_cancelled_step_that_skips_unstarted_calls_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The close-out commits the started calls only, and the driver's safety net
-    # is not run when the step is cancelled.
+    # is not run when the step is cancelled (on either path: the plain driver's and
+    # the fast lane's).
     def close_out(self: Any) -> None:
         while self.committed < self.started:
             self._commit(self.calls[self.committed])
 
-    from dsh_trio.loop import _answers, _driver
+    from dsh_trio.loop import _answers, _driver, _lane
 
     original = _answers.answer_calls
 
@@ -161,6 +162,7 @@ def test_a_cancelled_step_that_skips_unstarted_calls_is_reported(
 
     monkeypatch.setattr(_scheduler._Run, "_close_out", close_out)
     monkeypatch.setattr(_driver, "answer_calls", answer_calls)
+    monkeypatch.setattr(_lane, "answer_calls", answer_calls)
     assert_caught(FaultMachine, UNANSWERED, **BUDGET)
 
 
