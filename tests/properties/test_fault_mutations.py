@@ -17,6 +17,7 @@ import trio
 
 import dsh_trio as dsh
 from dsh_trio.errors import PersistenceError
+from dsh_trio.loop._inbox import Inbox
 from dsh_trio.loop._work import AgentWork
 from dsh_trio.persistence import _jsonl, _jsonl_writer, _pg_lease, _pg_writer
 from dsh_trio.persistence._recorder import SessionRecorder
@@ -192,6 +193,19 @@ def test_a_disposal_that_keeps_the_inbox_is_reported(
         original(self, cause, keep_inbox or isinstance(cause, dsh.DisposedCancel))
 
     monkeypatch.setattr(AgentWork, "cancel", cancel)
+    assert_caught(FaultMachine, DISPOSAL, **BUDGET)
+
+
+def test_a_discard_that_leaves_next_step_mail_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "Next-step mail belongs to the step the cancel ends: only next-turn mail goes."
+    def discard_all(self: Inbox) -> None:
+        n = len(self.next_turn)
+        if n:
+            self._mutate(dsh.InboxTarget.NEXT_TURN, 0, n, (), discard=True)
+
+    monkeypatch.setattr(Inbox, "discard_all", discard_all)
     assert_caught(FaultMachine, DISPOSAL, **BUDGET)
 
 
