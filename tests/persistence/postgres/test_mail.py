@@ -234,5 +234,9 @@ async def test_a_mailed_cancel_reaches_a_running_turn_of_an_agent_created_here(
             await sender.sessions.cancel("c1", HookCancel("stop"))
             result = await sender.sessions.wait("c1", mid, check=False)
             await handle.agent.flush()
+            # The cancel caused no event of its own: its row is settled by the
+            # delivery that applied it, after the turn ended. A second delivery
+            # queues behind that one on the session's lock and finds nothing new.
+            assert await rt.sessions._mail("test").deliver("c1") == 0
         assert result.reason == Aborted(HookCancel("stop"))
         assert await _mailbox(sender_store) == []
