@@ -36,6 +36,7 @@ from ._signal import CancelSignal as CancelSignal
 from ._turns import (
     TurnResult as TurnResult,
     TurnStream as TurnStream,
+    result_of_events as result_of_events,
     text_of as text_of,
 )
 from ._work import AgentWork as AgentWork

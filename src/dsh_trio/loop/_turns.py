@@ -38,6 +38,7 @@ from ..values import (
 
 if TYPE_CHECKING:
     from ..session import Session
+    from ..values import SessionEvent
     from ._output import TurnOutput
     from ._payloads import AssistantStream
     from ._waits import TurnWaits
@@ -244,11 +245,32 @@ def turn_result(session: Session, watch: TurnWatch) -> TurnResult:
         stop = session.next_seq
     if turn is None:
         return TurnResult(turn=None, reason=reason, text="", messages=(), usage=None)
+    output = watch.output
+    return result_of_events(
+        session.events[watch.start_seq : stop],
+        turn,
+        reason,
+        output=None if output is None else output.value,
+    )
+
+
+def result_of_events(
+    events: Sequence[SessionEvent],
+    turn: int,
+    reason: TurnEndReason,
+    *,
+    output: object = None,
+) -> TurnResult:
+    """The :class:`TurnResult` of one turn's events (``turn/start`` .. ``turn/end``).
+
+    The one reading of a turn's log: ``Agent.run`` reads it from memory, a
+    ``wait`` on a stored session from the store. Synchronous.
+    """
     messages: list[Message] = []
     usage: Usage | None = None
     last: AssistantMessage | None = None
-    for event in session.events[watch.start_seq : stop]:
-        data = event.data
+    for event in events:
+        data: Any = event.data
         if event.surface_op == "append":
             message = _appended(data)
             if message is not None:
@@ -258,14 +280,13 @@ def turn_result(session: Session, watch: TurnWatch) -> TurnResult:
             last = data.message
         elif data.__class__ is AssistantAttemptData:
             usage = _add_usage(usage, _attempt_usage(data.stream))
-    output = watch.output
     return TurnResult(
         turn=turn,
         reason=reason,
         text="" if last is None else text_of(last),
         messages=tuple(messages),
         usage=usage,
-        output=None if output is None else output.value,
+        output=output,
     )
 
 

@@ -12,22 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..loop import TurnResult, text_of
+from ..loop import TurnResult, result_of_events
 from ..values import (
     Aborted,
-    AssistantAttemptData,
-    AssistantMessage,
-    AssistantMessageData,
     Interrupted,
-    Message,
-    RawChunkRecord,
     SessionEvent,
-    StreamRecord,
-    SystemMessageData,
-    ToolResultData,
     TurnEnd,
-    TurnEndReason,
-    Usage,
     UserCancel,
     UserMessage,
 )
@@ -89,7 +79,7 @@ class ClaimTracker:
                 and isinstance(data, TurnEnd)
                 and (self._recorded or data.reason.__class__ is not Interrupted)
             ):
-                self.result = _result(self._events, data.turn, data.reason)
+                self.result = result_of_events(self._events, data.turn, data.reason)
             self._turn = None
             self._events = []
             self._claimed = self._recorded = False
@@ -151,67 +141,3 @@ def lost_claims(events: Sequence[SessionEvent]) -> list[UserMessage]:
                 lost = [m for m in claimed if m.id not in recorded]
             claimed = []
     return lost
-
-
-def _result(
-    events: Sequence[SessionEvent], turn: int, reason: TurnEndReason
-) -> TurnResult:
-    """The :class:`TurnResult` of a turn's events (``turn/start`` .. ``turn/end``)."""
-    messages: list[Message] = []
-    usage: Usage | None = None
-    last: AssistantMessage | None = None
-    for event in events:
-        data: Any = event.data
-        if event.surface_op == "append":
-            message = _appended(data)
-            if message is not None:
-                messages.append(message)
-        if data.__class__ is AssistantMessageData:
-            usage = _add_usage(usage, data.usage)
-            last = data.message
-        elif data.__class__ is AssistantAttemptData:
-            usage = _add_usage(usage, _attempt_usage(data.stream))
-    return TurnResult(
-        turn=turn,
-        reason=reason,
-        text="" if last is None else text_of(last),
-        messages=tuple(messages),
-        usage=usage,
-    )
-
-
-def _add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
-    if more is None:
-        return total
-    if total is None:
-        return more
-
-    def plus(a: int | None, b: int | None) -> int | None:
-        return None if a is None and b is None else (a or 0) + (b or 0)
-
-    return Usage(
-        total.input_tokens + more.input_tokens,
-        total.output_tokens + more.output_tokens,
-        plus(total.cache_read_tokens, more.cache_read_tokens),
-        plus(total.cache_write_tokens, more.cache_write_tokens),
-        plus(total.reasoning_tokens, more.reasoning_tokens),
-    )
-
-
-def _attempt_usage(stream: Sequence[StreamRecord]) -> Usage | None:
-    found: Usage | None = None
-    for record in stream:
-        if record.__class__ is RawChunkRecord and isinstance(record.chunk, Usage):
-            found = record.chunk
-    return found
-
-
-def _appended(data: object) -> Message | None:
-    if data.__class__ is UserMessage:
-        return data
-    if data.__class__ is ToolResultData:
-        return data.message
-    if data.__class__ is AssistantMessageData or data.__class__ is SystemMessageData:
-        message: Message = data.message
-        return message if message.content else None
-    return None
