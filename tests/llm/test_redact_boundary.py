@@ -33,19 +33,17 @@ import dsh_trio as dsh
 from dsh_trio.errors import LlmError
 from dsh_trio.events import AgentErrorEvent
 from dsh_trio.llm import OpenAICompatibleAdapter
+from dsh_trio.llm._log_guard import GUARDED_LOGGERS, guard_logs, redact_live_secrets
 from dsh_trio.llm._redact import (
-    GUARDED_LOGGERS,
     KEY_PREFIX,
-    StreamText,
     clean,
-    guard_logs,
     header_secrets,
     redact,
-    redact_live_secrets,
     secrets_of,
     shown_url,
 )
 from dsh_trio.llm._runtime import stream_model
+from dsh_trio.llm._stream_text import StreamText
 from dsh_trio.values import (
     BlockEnd,
     BlockStart,

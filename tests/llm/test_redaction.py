@@ -30,7 +30,8 @@ from dsh_trio.cli._chat import run_chat
 from dsh_trio.cli._config import ModelChoice
 from dsh_trio.errors import LlmError
 from dsh_trio.llm import OpenAICompatibleAdapter
-from dsh_trio.llm._redact import REDACTED, StreamText, clean, redact, repair_unicode
+from dsh_trio.llm._redact import REDACTED, clean, redact, repair_unicode
+from dsh_trio.llm._stream_text import StreamText
 from dsh_trio.values import (
     Finish,
     StreamChunk,

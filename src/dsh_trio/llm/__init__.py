@@ -14,13 +14,13 @@ from ..values import (
 )
 from ._assembler import BlockAssembler as BlockAssembler
 from ._deepseek import check_deepseek_model as check_deepseek_model
-from ._openai import OpenAICompatibleAdapter as OpenAICompatibleAdapter
 
 # ``redact_live_secrets``, the redaction of the live adapters' secrets, is for what
 # reports a request outside this package (not part of the public API).
+from ._log_guard import redact_live_secrets as redact_live_secrets
+from ._openai import OpenAICompatibleAdapter as OpenAICompatibleAdapter
 from ._redact import (
     redact_all as redact_all,
-    redact_live_secrets as redact_live_secrets,
     repair_unicode as repair_unicode,
     shown_url as shown_url,
 )

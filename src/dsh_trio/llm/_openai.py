@@ -29,13 +29,12 @@ import trio
 from ..errors import LlmError
 from ..values import LlmFailure, StreamChunk
 from ._deepseek import check_deepseek_model, is_deepseek_url
+from ._log_guard import LogGuard, guard_logs
 from ._openai_errors import REDACTED, adapter_failure, http_error, scrub_exception
 from ._openai_request import request_body
 from ._openai_sse import Translator
 from ._redact import (
-    LogGuard,
     Secret,
-    guard_logs,
     header_secrets,
     secrets_of,
     shown_url,

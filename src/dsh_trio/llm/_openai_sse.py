@@ -8,9 +8,9 @@ understands and ignores the rest.
 
 :class:`Translator` is on the per-chunk path: it is fed each event's data once and
 returns the chunks of that event in one list. Every string it takes from the server is
-made safe on the way in (``_redact``): streamed text through a :class:`StreamText` per
-block, identities, finish reasons and the text of a malformed event through
-:func:`clean`.
+made safe on the way in (``_redact``, ``_stream_text``): streamed text through a
+:class:`StreamText` per block, identities, finish reasons and the text of a malformed
+event through :func:`clean`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from ..values import (
     Usage,
 )
 from ._openai_errors import as_str as _str, stream_failure
-from ._redact import Secret, StreamText, clean, redact, repair_unicode
+from ._redact import Secret, clean, redact, repair_unicode
+from ._stream_text import StreamText
 
 __all__ = ["Translator"]
 
