@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
-from dsh_trio.cli import OfflineModel, _main, main
+from dsh_trio.cli import OfflineModel, _chat_cmd, _main, main
 from dsh_trio.cli._config import INTERACTIVE_CHUNK_DELAY, ModelChoice
 from dsh_trio.cli._offline import OFFLINE_MODEL, OFFLINE_PROVIDER
 from dsh_trio.llm import ModelRequest
@@ -65,11 +65,11 @@ def _chosen_delay(
         await trio.lowlevel.checkpoint()
         raise _Captured(choice)
 
-    monkeypatch.setattr(_main, "run_chat", fake_run_chat)
-    monkeypatch.setattr(_main, "_isatty", lambda stream: terminal)
+    monkeypatch.setattr(_chat_cmd, "run_chat", fake_run_chat)
+    monkeypatch.setattr(_chat_cmd, "is_terminal", lambda stream: terminal)
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     with pytest.raises(_Captured) as caught:
-        _main._chat(_main.build_parser().parse_args(["chat", *flags]))
+        _chat_cmd.run_chat_command(_main.build_parser().parse_args(["chat", *flags]))
     adapter = caught.value.choice.adapter
     assert isinstance(adapter, OfflineModel)
     return adapter.chunk_delay

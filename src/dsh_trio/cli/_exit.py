@@ -1,10 +1,10 @@
-"""The exit status of ``dsh-trio chat``, from how its last turn ended."""
+"""How ``dsh-trio`` ends: a chat's exit status from its last turn, a failure's one line."""
 
 from __future__ import annotations
 
 from ..values import Completed, Errored, MaxTokens, TurnEndReason
 
-__all__ = ["exit_status"]
+__all__ = ["exit_status", "innermost", "one_line"]
 
 
 def exit_status(last: TurnEndReason | None, *, one_shot: bool) -> int:
@@ -26,3 +26,17 @@ def exit_status(last: TurnEndReason | None, *, one_shot: bool) -> int:
     if one_shot and last is not None and not isinstance(last, (Completed, MaxTokens)):
         return 1
     return 0
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """``exc`` with groups of one unwrapped to their member."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def one_line(exc: BaseException) -> str:
+    """The failure in one line; a group of one is unwrapped to its member."""
+    exc = innermost(exc)
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,4 +1,5 @@
-"""``dsh-trio model``: show or save the default model the chat uses when no flag names one.
+"""``dsh-trio model``: show or save the default model the chat uses when no flag names one;
+``dsh-trio models``: the providers and models the chat knows.
 
 The default lives in ``profile.toml`` in the config folder, the parent of the session
 directory (``~/.dsh/profile.toml`` for the default ``~/.dsh/sessions``), as the
@@ -16,6 +17,7 @@ import trio
 
 from ..composition import DefaultModel, ModelSelection
 from ._config import (
+    DEFAULT_API_KEY_ENV,
     PRESETS,
     SESSION_DIR_ENV,
     Route,
@@ -23,15 +25,19 @@ from ._config import (
     check_model_name,
     resolve_session_dir,
 )
+from ._flags import Commands
 from ._known import KNOWN_EFFORTS, check_default_model, known_providers
+from ._offline import OFFLINE_MODEL, OFFLINE_PROVIDER
 from ._profile import unset_default_model
 
 __all__ = [
     "PROFILE_FILE",
     "add_model_command",
+    "add_models_command",
     "default_route",
     "profile_path",
     "run_model",
+    "run_models",
 ]
 
 #: The profile's file name in the config folder.
@@ -57,7 +63,7 @@ def profile_path(session_dir: str) -> str:
 
 
 def add_model_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    commands: Commands,
 ) -> None:
     """Add ``dsh-trio model [set PROVIDER MODEL [--effort E]]`` to ``commands``."""
     model = commands.add_parser(
@@ -180,3 +186,51 @@ def default_route(route: Route, session_dir: str) -> tuple[Route, str | None]:
         thinking=route.thinking,
     )
     return chosen, selection.reasoning_effort
+
+
+def add_models_command(commands: Commands) -> None:
+    """Add ``models`` (the known providers and models) to ``commands``."""
+    models = commands.add_parser(
+        "models",
+        help="list the providers and models the chat knows",
+        description=(
+            "List the providers --provider accepts, their default model, endpoint and "
+            "key variable, and the models known for each."
+        ),
+    )
+    del models
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """Print the providers ``--provider`` accepts and the models known for each."""
+    del args
+    rows = [("PROVIDER", "DEFAULT MODEL", "ENDPOINT", "KEY VARIABLE")]
+    rows.append((OFFLINE_PROVIDER, OFFLINE_MODEL, "(built in, no network)", "-"))
+    for name in sorted(PRESETS):
+        preset = PRESETS[name]
+        key = preset.api_key_env or "-"
+        if preset.api_key_env:
+            key += " (set)" if os.environ.get(preset.api_key_env) else " (not set)"
+        rows.append((name, preset.default_model or "(--model)", preset.base_url, key))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True))
+            + "  "
+            + row[3]
+        )
+    for name in sorted(PRESETS):
+        models = PRESETS[name].models
+        if not models:
+            continue
+        width = max(len(model) for model, _ in models)
+        print(f"models of {name} (--provider {name} --model M):")
+        for model, note in models:
+            print(f"  {model.ljust(width)}  {note}")
+        for note in PRESETS[name].notes:
+            print(f"  {note}")
+    print(
+        "any other OpenAI-compatible server: --base-url URL --model NAME "
+        f"(key from --api-key-env VAR, default {DEFAULT_API_KEY_ENV})"
+    )
+    return 0

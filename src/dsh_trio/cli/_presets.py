@@ -30,6 +30,7 @@ from ..nursery import open_runtime
 from ..values import CallConfig
 from ._checks import check_sessions_readable
 from ._config import SESSION_DIR_ENV, ModelChoice, UsageError, resolve_session_dir
+from ._flags import Commands
 from ._model_cmd import add_model_command
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def import_plugins_beside(session_dir: str, config: str | None) -> None:
 
 
 def add_composition(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    commands: Commands,
     chat: argparse.ArgumentParser,
 ) -> None:
     """Add ``--preset`` / ``--config`` to ``chat`` and the ``presets`` and ``model`` commands."""

@@ -30,6 +30,7 @@ from ..persistence.postgres import (
 from ..values import SessionHeader
 from ._checks import check_export_root, check_import_file
 from ._config import UsageError
+from ._flags import Commands
 from ._ids import resolve_id
 from ._listing import render_listing, summarize
 from ._presets import RuntimeOpener
@@ -62,7 +63,7 @@ def _add_store(parser: argparse.ArgumentParser) -> None:
 
 
 def add_store_commands(
-    commands: Any, *with_store_option: argparse.ArgumentParser
+    commands: Commands, *with_store_option: argparse.ArgumentParser
 ) -> None:
     """Add ``--store`` to the given subcommands, and the ``export`` and ``import`` commands."""
     for parser in with_store_option:

@@ -25,6 +25,7 @@ from ..nursery import open_runtime
 from ..persistence.postgres import PostgresPersistence
 from ..values import AgentOptions
 from ._config import ModelChoice, UsageError, offline_choice, resolve_model
+from ._flags import Commands
 from ._store import STORE_ENV, store_of
 
 __all__ = ["add_worker_command", "run_worker"]
@@ -40,7 +41,7 @@ many workers as you like; stop one with Ctrl-C or SIGTERM (or lose it: its
 sessions move to the others once its leases expire, after --lease seconds)."""
 
 
-def add_worker_command(commands: Any) -> None:
+def add_worker_command(commands: Commands) -> None:
     """Add the ``worker`` subcommand."""
     worker = commands.add_parser(
         "worker",
