@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Self
 
 import attrs
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from ..persistence import SessionPersistence as _Persistence, SessionWriter
     from ._registry import AgentRegistry
 
-__all__ = ["AgentHandle", "dispose_on_exit", "start_recording"]
+__all__ = ["AgentHandle", "dispose_on_exit", "disposing", "start_recording"]
 
 
 @attrs.define(eq=False)
@@ -102,6 +103,22 @@ async def dispose_on_exit(handle: AgentHandle, exc: BaseException | None) -> Non
             raise BaseExceptionGroup(  # noqa: ASYNC104  # exc (Cancelled too) is re-raised inside the group
                 "the block raised, and disposing its agent failed", [exc, *failures]
             ) from None
+
+
+@asynccontextmanager
+async def disposing(handle: AgentHandle) -> AsyncIterator[Agent]:
+    """A block that owns ``handle``'s agent: yields it, disposes it on exit.
+
+    If the block raises and the disposal fails too, both are raised together (see
+    :func:`dispose_on_exit`).
+    """
+    try:
+        yield handle.agent
+    except BaseException as exc:
+        # Disposal failures and the block's exception come out together.
+        await dispose_on_exit(handle, exc)  # noqa: ASYNC102  # dispose_on_exit shields the disposal, which ends once every activity is cancelled
+        raise
+    await dispose_on_exit(handle, None)
 
 
 async def start_recording(  # private; a resumed writer may have nothing left to write

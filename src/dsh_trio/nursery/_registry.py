@@ -5,7 +5,6 @@ from __future__ import annotations
 import builtins
 import functools
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,11 +16,10 @@ from ..composition import logged_preset
 from ..errors import (
     AgentDisposedError,
     DshError,
-    InvalidSessionIdError,
     PersistenceNotConfiguredError,
 )
 from ..events import AgentCreated, AgentDisposed
-from ..loop import Agent, AgentConfigError, AgentScope, AgentWork, CancelSignal
+from ..loop import Agent, AgentScope, AgentWork, CancelSignal
 from ..persistence import SessionRecorder, SessionWriter, load_session
 from ..persistence.postgres import PostgresWriter
 from ..session import Session
@@ -35,7 +33,8 @@ from ..values import (
     now_ms,
 )
 from ._declared import DeclaredStarts
-from ._handle import AgentHandle, _Disposal, dispose_on_exit, start_recording
+from ._handle import AgentHandle, _Disposal, disposing, start_recording
+from ._header import header_fields
 
 if TYPE_CHECKING:
     from ..composition import DeclaredAgent, Generation, PresetRegistry
@@ -49,31 +48,6 @@ logger = logging.getLogger("dsh_trio")
 
 Setup = Callable[[AgentScope, Agent], Awaitable[Callable[[], object] | None]]
 CreationSource = Literal["startup", "resume"]
-
-
-_META_KEYS = frozenset(
-    {"cwd", "parent_session", "origin", "delegation_depth", "agent_preset"}
-)
-
-
-def _header_fields(
-    session_id: str | None, meta: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The header fields of a new session: its id (minted if ``None``) and ``meta``."""
-    fields = dict(meta or {})
-    unknown = set(fields) - _META_KEYS
-    if unknown:
-        raise AgentConfigError(
-            f"unknown meta keys {sorted(unknown)} (allowed: {sorted(_META_KEYS)})"
-        )
-    sid = session_id if session_id is not None else str(uuid.uuid4())
-    raw_id: object = sid
-    if not isinstance(raw_id, str) or not raw_id:
-        raise InvalidSessionIdError(
-            f"a session id must be a non-empty string, got {sid!r}"
-        )
-    fields["id"] = SessionId(sid)
-    return fields
 
 
 class AgentExistsError(DshError, ValueError):
@@ -271,7 +245,7 @@ class AgentRegistry:
             AgentDisposedError: ``parent`` is disposed.
             InvalidSessionIdError: the id is not usable.
         """
-        fields = _header_fields(session_id, meta)
+        fields = header_fields(session_id, meta)
         plan = self._presets.plan(preset, parent)
         if plan is not None:
             fields.setdefault("agent_preset", plan.preset_id)
@@ -339,13 +313,8 @@ class AgentRegistry:
         one :class:`BaseExceptionGroup` (``except*`` on either matches).
         """
         handle = await self.create(session_id, **kwargs)
-        try:
-            yield handle.agent
-        except BaseException as exc:
-            # Disposal failures and the block's exception come out together.
-            await dispose_on_exit(handle, exc)  # noqa: ASYNC102  # dispose_on_exit shields the disposal, which ends once every activity is cancelled
-            raise
-        await dispose_on_exit(handle, None)
+        async with disposing(handle) as agent:
+            yield agent
 
     @asynccontextmanager
     async def open_resumed(
@@ -357,13 +326,8 @@ class AgentRegistry:
         one :class:`BaseExceptionGroup` (``except*`` on either matches).
         """
         handle = await self.resume(session_id, **kwargs)
-        try:
-            yield handle.agent
-        except BaseException as exc:
-            # Disposal failures and the block's exception come out together.
-            await dispose_on_exit(handle, exc)  # noqa: ASYNC102  # dispose_on_exit shields the disposal, which ends once every activity is cancelled
-            raise
-        await dispose_on_exit(handle, None)
+        async with disposing(handle) as agent:
+            yield agent
 
     def _check_free(self, session_id: SessionId, parent: Agent | None) -> None:
         if session_id in self._entries:
