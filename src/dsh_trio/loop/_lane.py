@@ -95,6 +95,8 @@ _STREAM: Final = "agent/assistant-stream"
 _time_ns = time.time_ns
 #: No chunk's index is this object: before a text run opens, no delta continues it.
 _NO_RUN: Final = object()
+#: The listener table of an attempt that shows no frames (never read).
+_NO_TABLE: Final[dict[str, object]] = {}
 
 # ``AssistantStream(agent, StreamChunkFrame(attempt_id, revision, index, time,
 # chunk))``, in one call: the payload of every chunk's live frame.
@@ -300,6 +302,16 @@ class FastTurn:
                                     run_index: object = _NO_RUN
                                     parts: list[str] = []
                                     found: StreamChunk | LaneEnd | BaseException = END
+                                    # The attempt's chunk count and frame revision, kept in locals
+                                    # and written back as the reading ends: nothing reads
+                                    # them from the attempt before ``finish``.
+                                    position, revision = attempt.index, attempt.revision
+                                    # The bus's table (one dict for its life), read here once:
+                                    # a listener set changed since the last frame is noticed
+                                    # per chunk by one lookup.
+                                    table_get = (
+                                        _NO_TABLE if shown is None else shown.table
+                                    ).get
                                     try:
                                         # The cause is read into a name so that the type
                                         # checker does not narrow the attribute: the
@@ -352,11 +364,9 @@ class FastTurn:
                                                                 open_parts,
                                                             )
                                             if shown is not None:  # ``_Attempt.show``
-                                                revision = attempt.revision = (
-                                                    attempt.revision + 1
-                                                )
+                                                revision += 1
                                                 if (
-                                                    shown.table.get(_STREAM)
+                                                    table_get(_STREAM)
                                                     is not shown.entries
                                                 ):
                                                     shown.current()  # the listener set changed
@@ -368,17 +378,21 @@ class FastTurn:
                                                             agent,
                                                             attempt_id,
                                                             revision,
-                                                            attempt.index,
+                                                            position,
                                                             now,
                                                             chunk,
                                                         ),
                                                     )
-                                            attempt.index += 1
+                                            position += 1
                                             if cls is Finish:
                                                 break  # nothing after the finish is read
                                     except BaseException as exc:  # noqa: ASYNC103  # ``finish`` raises it
                                         found = exc
                                     finally:
+                                        attempt.index, attempt.revision = (
+                                            position,
+                                            revision,
+                                        )
                                         if texts:
                                             _flush(records, parts, times, texts)
                                     outcome = await attempts.finish(
