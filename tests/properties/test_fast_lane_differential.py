@@ -82,7 +82,9 @@ HOOKS = (
 class Scenario:
     #: The script entries pushed before each turn (the model's default is "done").
     turns: tuple[tuple[Script, ...], ...]
-    #: ``agent/assistant-stream`` listeners, in order: "record" or "raise".
+    #: ``agent/assistant-stream`` listeners, in order: "record", "raise" or "swap"
+    #: (on its third frame it leaves and registers its successor: the listener set
+    #: changes between two frames of one attempt).
     listeners: tuple[str, ...] = ()
     hooks: frozenset[str] = frozenset()
     #: Cancel the running turn from a listener of this chunk frame (counted over
@@ -155,7 +157,9 @@ scenarios = st.builds(
     turns=st.lists(
         st.lists(entries(), min_size=0, max_size=3).map(tuple), min_size=1, max_size=3
     ).map(tuple),
-    listeners=st.lists(st.sampled_from(("record", "raise")), max_size=3).map(tuple),
+    listeners=st.lists(st.sampled_from(("record", "raise", "swap")), max_size=3).map(
+        tuple
+    ),
     hooks=st.frozensets(st.sampled_from(HOOKS), max_size=2),
     cancel_at=st.none() | st.integers(1, 30),
     cancel_after=st.none() | st.integers(0, 30),
@@ -251,19 +255,34 @@ async def play(scenario: Scenario) -> Observed:
         hooks = scenario.hooks
         seen = 0
 
+        disposers: dict[tuple[int, int], Callable[[], None]] = {}
+
         def listener(k: int, n: int, kind: str) -> Callable[[AssistantStream], None]:
+            heard_frames = 0
+
             def heard(payload: AssistantStream) -> None:
+                nonlocal heard_frames
                 calls.append(f"a{k} stream#{n} {_frame(payload)}")
                 if n == 0:  # the frames as the first listener sees them
                     frames.append(f"a{k} {_frame(payload)}")
                 if kind == "raise":
                     raise RuntimeError("a listener that raises")
+                heard_frames += 1
+                if kind == "swap" and heard_frames == 3:
+                    # Leave, and register a successor (heard from the next frame).
+                    disposers.pop((k, n))()
+                    successor = n + 100
+                    disposers[k, successor] = agents[k].scope.on(
+                        "agent/assistant-stream", listener(k, successor, kind)
+                    )
 
             return heard
 
         for k, each in enumerate(agents):
             for n, kind in enumerate(scenario.listeners):
-                each.scope.on("agent/assistant-stream", listener(k, n, kind))
+                disposers[k, n] = each.scope.on(
+                    "agent/assistant-stream", listener(k, n, kind)
+                )
         if scenario.cancel_at is not None:
 
             def canceller(payload: AssistantStream) -> None:
@@ -429,6 +448,7 @@ TOOLS = Scenario(
 @example(attrs.evolve(COMMON, cancel_at=3))
 @example(attrs.evolve(COMMON, agents=3, cancel_at=7))
 @example(attrs.evolve(TOOLS, agents=2))
+@example(attrs.evolve(COMMON, listeners=("swap", "record", "swap")))
 @example(Scenario(turns=((_UNUSUAL[0], fail("SERVER"), _UNUSUAL[1]),)))
 @example(
     Scenario(

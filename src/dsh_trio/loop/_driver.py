@@ -97,13 +97,28 @@ def _failure_of(exc: BaseException) -> LlmFailure:
 
 @attrs.define(eq=False, slots=True)
 class OpenedTurn:
-    """A turn whose synchronous head ran: ``turn/start`` written, the first batch claimed."""
+    """A turn whose synchronous head ran (``turn/start`` written, the first batch
+    claimed), and where it stands between its steps.
+
+    Made by ``AgentWork.open_turn``; the step boundaries (:meth:`TurnDriver.next_step`,
+    :meth:`TurnDriver.step_ended`) keep the rest up to date and
+    :meth:`TurnDriver.close_turn` reads it.
+    """
 
     turn: int
     signal: CancelSignal
+    #: The batch the next step boundary enters (``None``: it claims its own).
     claimed: list[UserMessage] | None
     error: Exception | None = None
-    fresh: bool = False  #: opened before its driver task started (see ``_boundary``)
+    fresh: bool = False  #: opened before its driver task started (see ``boundary``)
+    #: The list the next boundary claims from.
+    target: InboxTarget = InboxTarget.NEXT_TURN
+    #: The batch the step about to run claimed (validated by the inbox).
+    entered: list[UserMessage] = attrs.Factory(list)
+    #: How the turn ends if no step runs after the last one, and whether the driver
+    #: stops after it (a rejected or empty first step).
+    turn_ends: TurnEndReason | None = None
+    stop: bool = False
 
 
 class TurnDriver:
@@ -144,9 +159,7 @@ class TurnDriver:
         self._requests = StepRequests(agent, services)
         #: The step of the open turn (0 before its first ``step/start``).
         self.step = 0
-        self._lane = FastTurn(
-            self, agent, work.inbox, services, self._attempts, self._requests
-        )
+        self._lane = FastTurn(self, agent, services, self._attempts, self._requests)
         # The typed output of the turn armed for it (see ``arm_output``), else None.
         self._output: TurnOutput | None = None
 
@@ -190,82 +203,100 @@ class TurnDriver:
 
     async def _run_turn(self, opened: OpenedTurn) -> bool:
         """:meth:`run_turn` on the plain path."""
-        signal, turn, inbox = opened.signal, opened.turn, self._inbox
+        signal = opened.signal
         self.step = 0
-        turn_ends: TurnEndReason | None = None
         failure: Exception | None = None
-        stop = False
         outer: BaseException | None = None
         try:
             with signal.scope:
                 try:
-                    if opened.error is not None:
-                        raise opened.error
-                    claimed, fresh = opened.claimed, opened.fresh
-                    target = InboxTarget.NEXT_TURN
-                    requests, bus = self._requests, self._services.bus
-                    while True:
-                        if claimed is None:
-                            claimed = inbox.claim(target, turn)
-                        await boundary(fresh)()
-                        step = self.step + 1
-                        default = requests.proposal(claimed, step == 1)
-                        decision: PreStepDecision = default
-                        if bus.has_listeners("agent/pre-step"):
-                            decision = await self.pre_step(
-                                default, claimed, turn, step, signal
-                            )
-                        entered, claimed = claimed, None
-                        # An ``Enter`` with messages runs its step (``ends_before_step``).
-                        if decision.__class__ is not Enter or not decision.messages:
-                            ends = ends_before_step(decision, turn_ends, step == 1)
-                            if ends is not None:
-                                turn_ends, stop = ends
-                                break
-                        assert isinstance(decision, Enter)
+                    while (decision := await self.next_step(opened)) is not None:
                         step_end = await self._run_step(
-                            turn, step, decision, signal, entered
+                            opened.turn, self.step + 1, decision, signal, opened.entered
                         )
-                        if signal.cause is not None:
-                            # Cancelled since the step's last checkpoint (by a
-                            # listener, say): the turn ends Aborted as if
-                            # ``Cancelled`` had been raised, without the unwinding.
+                        if not await self.step_ended(opened, step_end):
                             break
-                        fresh = step_end is None  # a tool round ends with a yield
-                        if not isinstance(turn_ends, MaxTokens):
-                            turn_ends = step_end
-                        await trio.lowlevel.checkpoint_if_cancelled()
-                        if turn_ends is not None and not inbox.next_step:
-                            if bus.has_listeners("agent/turn-stopping"):
-                                await self.turn_stopping(turn, signal)
-                            if not inbox.next_step:
-                                break
-                        target = InboxTarget.NEXT_STEP
                     # No success is reported for events the log has not taken.
                     if signal.cause is None:
                         await self.wait_written()
                 except Exception as exc:
                     failure = exc
-        except BaseException as exc:  # noqa: ASYNC103  # re-raised below, after turn/end is written
+        except BaseException as exc:  # noqa: ASYNC103  # re-raised by ``close_turn``, after turn/end is written
             # From outside the turn (owner shutting down) or ^C: a disposal, if first.
             outer = exc
             signal.cancel(DisposedCancel())
-        return self.close_turn(turn, signal, failure, turn_ends, stop, outer)  # noqa: ASYNC910
+        return self.close_turn(opened, failure, outer)  # noqa: ASYNC910
+
+    async def next_step(self, opened: OpenedTurn) -> Enter | None:
+        """The boundary before a step of ``opened``: claim, checkpoint, pre-step.
+
+        Returns the decision of the step to run (its number is ``step + 1``, the
+        batch it claimed ``opened.entered``), or ``None`` when the turn ends before
+        it (``opened.turn_ends`` and ``opened.stop`` say how). Raises the failure of
+        the turn's head.
+        """
+        if opened.error is not None:
+            raise opened.error
+        claimed = opened.claimed
+        turn = opened.turn
+        if claimed is None:
+            claimed = self._inbox.claim(opened.target, turn)
+        await boundary(opened.fresh)()
+        step = self.step + 1
+        default = self._requests.proposal(claimed, step == 1)
+        decision: PreStepDecision = default
+        if self._services.bus.has_listeners("agent/pre-step"):
+            decision = await self.pre_step(default, claimed, turn, step, opened.signal)
+        opened.entered, opened.claimed = claimed, None
+        # An ``Enter`` with messages runs its step (``ends_before_step``).
+        if decision.__class__ is not Enter or not decision.messages:
+            ends = ends_before_step(decision, opened.turn_ends, step == 1)
+            if ends is not None:
+                opened.turn_ends, opened.stop = ends
+                return None
+        assert isinstance(decision, Enter)
+        return decision
+
+    async def step_ended(
+        self, opened: OpenedTurn, step_end: TurnEndReason | None
+    ) -> bool:
+        """The boundary after a step of ``opened`` that ended the turn as
+        ``step_end`` (``None``: it goes on): True to run another step."""
+        signal = opened.signal
+        if signal.cause is not None:
+            # Cancelled since the step's last checkpoint (by a listener, say): the
+            # turn ends Aborted as if ``Cancelled`` had been raised, without the
+            # unwinding.
+            return False  # noqa: ASYNC910  # the turn's scope is cancelled and left at once
+        opened.fresh = step_end is None  # a tool round ends with a yield
+        if not isinstance(opened.turn_ends, MaxTokens):
+            opened.turn_ends = step_end
+        await trio.lowlevel.checkpoint_if_cancelled()
+        inbox = self._inbox
+        if opened.turn_ends is not None and not inbox.next_step:
+            if self._services.bus.has_listeners("agent/turn-stopping"):
+                await self.turn_stopping(opened.turn, signal)
+            if not inbox.next_step:
+                return False
+        opened.target = InboxTarget.NEXT_STEP
+        return True
 
     def close_turn(
         self,
-        turn: int,
-        signal: CancelSignal,
+        opened: OpenedTurn,
         failure: Exception | None,
-        turn_ends: TurnEndReason | None,
-        stop: bool,
         outer: BaseException | None,
     ) -> bool:
-        """Write ``turn/end``; True if the driver should go on to the next turn.
+        """Write ``turn/end`` of ``opened``, which ``failure`` failed (else ``None``);
+        True if the driver should go on to the next turn.
 
         Raises ``outer``, the exception from outside the turn, once the turn ended.
         """
-        stop = not self._end_turn(turn, signal, failure, turn_ends) or stop
+        signal = opened.signal
+        turn_ends = opened.turn_ends
+        stop = (
+            not self._end_turn(opened.turn, signal, failure, turn_ends) or opened.stop
+        )
         self._output = None  # typed output is the claiming turn's only
         if outer is not None:
             raise outer

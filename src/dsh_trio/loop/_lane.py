@@ -46,10 +46,8 @@ from ..values import (
     DisposedCancel,
     Enter,
     Finish,
-    InboxTarget,
     LlmFailure,
     MaxTokens,
-    PreStepDecision,
     StepEnd,
     StepStart,
     StreamChunk,
@@ -61,7 +59,7 @@ from ..values import (
 from ._answers import answer_calls
 from ._context import render_prompt
 from ._payloads import AssistantStream
-from ._steps import COMPLETED, ends_before_step
+from ._steps import COMPLETED
 
 if TYPE_CHECKING:
     from ..events import EventBus
@@ -69,7 +67,6 @@ if TYPE_CHECKING:
     from ._agent import Agent
     from ._attempt import Attempts
     from ._driver import OpenedTurn, TurnDriver
-    from ._inbox import Inbox
     from ._services import AgentServices
     from ._steps import StepRequests
 
@@ -95,6 +92,8 @@ _STREAM: Final = "agent/assistant-stream"
 _time_ns = time.time_ns
 #: No chunk's index is this object: before a text run opens, no delta continues it.
 _NO_RUN: Final = object()
+#: The listener table of an attempt that shows no frames (never read).
+_NO_TABLE: Final[dict[str, object]] = {}
 
 # ``AssistantStream(agent, StreamChunkFrame(attempt_id, revision, index, time,
 # chunk))``, in one call: the payload of every chunk's live frame.
@@ -180,23 +179,21 @@ class FastTurn:
 
     Made by the agent's :class:`~._driver.TurnDriver`, which hands it the turns
     :func:`admits` lets through (:meth:`run_turn`) and does the rest of the work
-    through its named methods: the hooks, the turn's end.
+    through its named methods: the step boundaries, the hooks, the turn's end.
     """
 
-    __slots__ = ("_agent", "_attempts", "_driver", "_inbox", "_requests", "_services")
+    __slots__ = ("_agent", "_attempts", "_driver", "_requests", "_services")
 
     def __init__(
         self,
         driver: TurnDriver,
         agent: Agent,
-        inbox: Inbox,
         services: AgentServices,
         attempts: Attempts,
         requests: StepRequests,
     ) -> None:
         self._driver = driver
         self._agent = agent
-        self._inbox = inbox
         self._services = services
         self._attempts = attempts
         self._requests = requests
@@ -205,47 +202,29 @@ class FastTurn:
         """``TurnDriver.run_turn`` of the common turn: the same events, frames and
         hook calls, in one coroutine frame.
 
-        The turn and each step go as on the plain path (``TurnDriver._run_turn``
-        and ``_run_step``, whose branches this follows one for one, calling the
-        driver for the hooks); each attempt that :func:`admits` (not a retry) is
-        read here, chunk by chunk, until anything unusual happens
+        The turn's boundaries are the plain path's own, shared with
+        ``TurnDriver._run_turn``: :meth:`~._driver.TurnDriver.next_step` before
+        each step, :meth:`~._driver.TurnDriver.step_ended` after it and
+        :meth:`~._driver.TurnDriver.close_turn` at the end (awaited between steps,
+        so none of them is on the stack while a stream is read). Each step goes as
+        ``TurnDriver._run_step``, whose branches this follows one for one, calling
+        the driver for the hooks; each attempt that :func:`admits` (not a retry)
+        is read here, chunk by chunk, until anything unusual happens
         (:meth:`Attempts.finish` takes the rest and settles it); a retry is the
         plain path's (:meth:`Attempts.run`).
         """
-        driver, inbox, agent = self._driver, self._inbox, self._agent
+        driver, agent = self._driver, self._agent
         services, attempts, requests = self._services, self._attempts, self._requests
         bus, session = services.bus, agent.session
         signal, turn = opened.signal, opened.turn
         driver.step = 0
-        turn_ends: TurnEndReason | None = None
         failure: Exception | None = None
-        stop = False
         outer: BaseException | None = None
         try:
             with signal.scope:
                 try:
-                    if opened.error is not None:
-                        raise opened.error
-                    claimed, fresh = opened.claimed, opened.fresh
-                    target = InboxTarget.NEXT_TURN
-                    while True:
-                        if claimed is None:
-                            claimed = inbox.claim(target, turn)
-                        await boundary(fresh)()
-                        step = driver.step + 1
-                        default = requests.proposal(claimed, step == 1)
-                        decision: PreStepDecision = default
-                        if bus.has_listeners("agent/pre-step"):
-                            decision = await driver.pre_step(
-                                default, claimed, turn, step, signal
-                            )
-                        entered, claimed = claimed, None
-                        if decision.__class__ is not Enter or not decision.messages:
-                            ends = ends_before_step(decision, turn_ends, step == 1)
-                            if ends is not None:
-                                turn_ends, stop = ends
-                                break
-                        assert isinstance(decision, Enter)
+                    while (decision := await driver.next_step(opened)) is not None:
+                        step, entered = driver.step + 1, opened.entered
                         # ---- the step (``TurnDriver._run_step``)
                         session.append_trusted("step/start", _step_start(turn, step))
                         driver.step = step
@@ -300,6 +279,16 @@ class FastTurn:
                                     run_index: object = _NO_RUN
                                     parts: list[str] = []
                                     found: StreamChunk | LaneEnd | BaseException = END
+                                    # The attempt's chunk count and frame revision, kept in locals
+                                    # and written back as the reading ends: nothing reads
+                                    # them from the attempt before ``finish``.
+                                    position, revision = attempt.index, attempt.revision
+                                    # The bus's table (one dict for its life), read here once:
+                                    # a listener set changed since the last frame is noticed
+                                    # per chunk by one lookup.
+                                    table_get = (
+                                        _NO_TABLE if shown is None else shown.table
+                                    ).get
                                     try:
                                         # The cause is read into a name so that the type
                                         # checker does not narrow the attribute: the
@@ -352,11 +341,9 @@ class FastTurn:
                                                                 open_parts,
                                                             )
                                             if shown is not None:  # ``_Attempt.show``
-                                                revision = attempt.revision = (
-                                                    attempt.revision + 1
-                                                )
+                                                revision += 1
                                                 if (
-                                                    shown.table.get(_STREAM)
+                                                    table_get(_STREAM)
                                                     is not shown.entries
                                                 ):
                                                     shown.current()  # the listener set changed
@@ -368,17 +355,21 @@ class FastTurn:
                                                             agent,
                                                             attempt_id,
                                                             revision,
-                                                            attempt.index,
+                                                            position,
                                                             now,
                                                             chunk,
                                                         ),
                                                     )
-                                            attempt.index += 1
+                                            position += 1
                                             if cls is Finish:
                                                 break  # nothing after the finish is read
                                     except BaseException as exc:  # noqa: ASYNC103  # ``finish`` raises it
                                         found = exc
                                     finally:
+                                        attempt.index, attempt.revision = (
+                                            position,
+                                            revision,
+                                        )
                                         if texts:
                                             _flush(records, parts, times, texts)
                                     outcome = await attempts.finish(
@@ -444,18 +435,8 @@ class FastTurn:
                         finally:
                             session.append_trusted("step/end", _step_end(turn, step))
                         # ---- the step ended
-                        if signal.cause is not None:
-                            break  # cancelled since the step's last checkpoint
-                        fresh = step_end is None  # a tool round ends with a yield
-                        if not isinstance(turn_ends, MaxTokens):
-                            turn_ends = step_end
-                        await trio.lowlevel.checkpoint_if_cancelled()
-                        if turn_ends is not None and not inbox.next_step:
-                            if bus.has_listeners("agent/turn-stopping"):
-                                await driver.turn_stopping(turn, signal)
-                            if not inbox.next_step:
-                                break
-                        target = InboxTarget.NEXT_STEP
+                        if not await driver.step_ended(opened, step_end):
+                            break
                     # No success is reported for events the log has not taken.
                     if signal.cause is None:
                         await driver.wait_written()
@@ -464,7 +445,7 @@ class FastTurn:
         except BaseException as exc:  # noqa: ASYNC103  # raised after turn/end
             outer = exc
             signal.cancel(DisposedCancel())
-        return driver.close_turn(turn, signal, failure, turn_ends, stop, outer)  # noqa: ASYNC910
+        return driver.close_turn(opened, failure, outer)  # noqa: ASYNC910
 
 
 def _flush(
