@@ -3,10 +3,11 @@
 In a fresh child process per setting, ``AGENTS`` agents with a JSONL store
 (durability ``"none"``: no fsync) each run ``TURNS`` W1 turns (a 100-character
 reply in 20 deltas), one after the other. Python-heap bytes (``tracemalloc``) are
-read after the first turn of every agent and after the last, the collector run first
-each time: the growth per turn between them is what one more turn of a long live
-session retains, and the heap per agent after ``TURNS`` turns is what such a session
-costs while idle (its agent alive, nothing pending). The child runs once with
+read after the first turn of every agent and after the last, the collector run
+first each time (in a second child, the RSS): the growth per turn between them is
+what one more turn of a long live session retains, and the heap per agent after
+``TURNS`` turns is what such a session costs while idle (its agent alive, nothing
+pending). The child runs once with
 settling as it ships (the session keeps its settled events as the lines its log
 writer wrote, compressed) and once with it off (every event kept as a value).
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -41,13 +43,28 @@ def _off(self: object) -> None:
     return None
 
 
-def measure(agents: int, turns: int, *, settling: bool) -> dict[str, float]:
-    """Heap bytes per turn and per agent of ``agents`` agents of ``turns`` turns."""
+def _rss() -> int:
+    """This process's resident set in bytes (0 where ``/proc`` is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def measure(
+    agents: int, turns: int, *, settling: bool, traced: bool = True
+) -> dict[str, float]:
+    """Heap bytes per turn and per agent of ``agents`` agents of ``turns`` turns
+    (``traced``: ``tracemalloc``'s count; else the RSS, which it would inflate)."""
     if not settling:
         from dsh_trio.persistence._recorder import SessionRecorder
 
         SessionRecorder._hand_lines = _off  # type: ignore[method-assign]
     out: dict[str, float] = {}
+
+    def heap() -> int:
+        return tracemalloc.get_traced_memory()[0] if traced else _rss()
 
     async def main() -> None:
         model = dsh.testing.ScriptedModel(default=scripted_reply())
@@ -57,8 +74,9 @@ def measure(agents: int, turns: int, *, settling: bool) -> dict[str, float]:
                 models={PROVIDER: model}, persistence=store
             ) as runtime:
                 gc.collect()
-                tracemalloc.start()
-                empty = tracemalloc.get_traced_memory()[0]
+                if traced:
+                    tracemalloc.start()
+                empty = heap()
                 handles = [
                     await runtime.agents.create(options=OPTIONS) for _ in range(agents)
                 ]
@@ -72,14 +90,14 @@ def measure(agents: int, turns: int, *, settling: bool) -> dict[str, float]:
                     await turn(handle.agent, 0)
                     await handle.agent.flush()
                 gc.collect()
-                first = tracemalloc.get_traced_memory()[0]
+                first = heap()
                 for handle in handles:
                     for i in range(1, turns):
                         await turn(handle.agent, i)
                     await handle.agent.flush()
                 await trio.testing.wait_all_tasks_blocked()
                 gc.collect()
-                last = tracemalloc.get_traced_memory()[0]
+                last = heap()
                 tracemalloc.stop()
                 out.update(
                     after_one_turn=(first - empty) / agents,
@@ -93,7 +111,9 @@ def measure(agents: int, turns: int, *, settling: bool) -> dict[str, float]:
     return out
 
 
-def _child(agents: int, turns: int, settling: bool) -> dict[str, float]:
+def _child(
+    agents: int, turns: int, settling: bool, *, traced: bool = True
+) -> dict[str, float]:
     proc = subprocess.run(
         [
             sys.executable,
@@ -102,6 +122,7 @@ def _child(agents: int, turns: int, settling: bool) -> dict[str, float]:
             str(agents),
             str(turns),
             "on" if settling else "off",
+            "traced" if traced else "rss",
         ],
         capture_output=True,
         text=True,
@@ -119,6 +140,10 @@ def run(ctx: Context) -> list[Row]:
     rows: list[Row] = []
     for settling in (True, False):
         results = [_child(agents, turns, settling) for _ in range(ctx.repetitions)]
+        rss = [
+            _child(agents, turns, settling, traced=False)
+            for _ in range(ctx.repetitions)
+        ]
         label = "settled past" if settling else "every event a value"
         ctx.log(f"W4-turns {label}: {results[-1]['per_turn']:.0f} B/turn")
         note = f"{agents} agents x {turns} turns, JSONL store; KB = 1,024 B"
@@ -130,6 +155,13 @@ def run(ctx: Context) -> list[Row]:
                 samples=tuple(r["per_turn"] for r in results),
                 target=Target(bar=2048, goal=1024) if settling else None,
                 note=note,
+            ),
+            Row(
+                workload=NAME,
+                metric=f"RSS B/turn, {label}",
+                unit="B",
+                samples=tuple(r["per_turn"] for r in rss),
+                note="the same run without tracemalloc",
             ),
             Row(
                 workload=NAME,
@@ -149,4 +181,13 @@ def run(ctx: Context) -> list[Row]:
 
 if __name__ == "__main__":
     args: Any = sys.argv[1:]
-    print(json.dumps(measure(int(args[0]), int(args[1]), settling=args[2] == "on")))
+    print(
+        json.dumps(
+            measure(
+                int(args[0]),
+                int(args[1]),
+                settling=args[2] == "on",
+                traced=args[3:] != ["rss"],
+            )
+        )
+    )
