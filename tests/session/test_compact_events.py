@@ -687,3 +687,62 @@ def test_a_session_without_a_log_settles_only_when_a_bound_is_set() -> None:
     live = _live_session(30, seen)
     assert live._events.compact_count == 0
     _assert_reads_back(live, seen)
+
+
+# --------------------------------------------------------------------------- a writer's lines
+
+
+def test_a_writers_lines_are_gathered_into_chunks_and_adopted_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_compact, "CHUNK_LINES", 4)
+    seen = list(_session(3).events)
+    data = encode_events(seen)
+    lines = data.split(b"\n")[:-1]
+    chunks = _compact.LineChunks()
+    chunks.add(0, b"".join(x + b"\n" for x in lines[:3]), 3)
+    assert chunks.take() == []  # 3 lines: not a chunk yet
+    chunks.add(3, b"".join(x + b"\n" for x in lines[3:5]), 2)
+    (first,) = chunks.take()
+    assert first[:2] == (0, 5) and chunks.take() == []
+    # A batch that does not continue the gathered lines starts them afresh.
+    chunks.add(5, lines[5] + b"\n", 1)
+    chunks.add(7, b"".join(x + b"\n" for x in lines[7:11]), 4)
+    (second,) = chunks.take()
+    assert second[:2] == (7, 4)
+
+    events = DecodedEvents(seen)
+    assert not events.adopt_lines(*second)  # not the first values: refused
+    assert events.adopt_lines(*first)
+    assert events.compact_count == 5 and len(events.values) == len(seen) - 5
+    assert not events.adopt_lines(*first)  # held as lines already
+    assert list(events) == seen and [events[i] for i in range(len(seen))] == seen
+    for i, event in enumerate(seen[:5]):  # the message alone, from a chunk's line
+        if event.type == "assistant/message":
+            want = event.data_as(AssistantMessageData).message
+            assert events.assistant_message(i) == want
+    wanted = {"turn/start", "assistant/message"}
+    assert list(events.of_types(wanted)) == [e for e in seen if e.type in wanted]
+    twin = events.share()
+    assert twin == seen and twin._store.chunks == events._store.chunks
+
+
+def test_lines_of_an_event_a_reader_refuses_are_not_adopted() -> None:
+    odd = SessionEvent(seq=0, time=1, type="app/undeclared", data={"k": 1})
+    data = encode_events([odd])
+    events = DecodedEvents([odd])
+    chunk = _compact.zlib.compress(data[:-1])
+    assert not events.adopt_lines(0, 1, chunk)
+    assert events.compact_count == 0 and list(events) == [odd]
+
+
+async def test_an_iteration_follows_events_that_settle_meanwhile() -> None:
+    seen = list(_session(3).events)
+    events = DecodedEvents(seen)
+    lines = encode_events(seen).split(b"\n")[:-1]
+    it = iter(events)
+    got = [next(it) for _ in range(3)]
+    chunk = _compact.zlib.compress(b"\n".join(lines[:6]))
+    assert events.adopt_lines(0, 6, chunk)
+    got.extend(it)
+    assert got == seen
