@@ -32,6 +32,8 @@ Workloads (see each module's docstring):
 - **W3** (``w3_concurrent``): 100 agents at once, 10 follow-up turns each.
 - **W4** (``w4_memory``): tracemalloc and RSS bytes per idle agent, 1,000 idle agents,
   and the trio tasks they hold.
+- **W4-turns** (``w4_turns``): heap and RSS bytes a long live session (JSONL store)
+  keeps per further turn and while idle, its settled past kept as lines or as values.
 - **W5** (``w5_cancel``): cancel → ``when_idle()`` latency with a stream hung after
   5 chunks, median of 200 trials.
 - **Ir** (``instructions``): the live W1 turn, W1 with no listener, W2, W3, a W5

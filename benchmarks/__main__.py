@@ -49,6 +49,11 @@ WORKLOADS: tuple[tuple[str, str, str], ...] = (
         "10,000 agents x 2 turns at once vs the floor; collector default, tuned, off",
     ),
     ("W4", "w4_memory", "bytes and tasks per idle agent, 1,000 idle agents"),
+    (
+        "W4-turns",
+        "w4_turns",
+        "heap per turn and per idle agent of long sessions, past settled or not",
+    ),
     ("W5", "w5_cancel", "cancel -> when_idle() latency, stream hung after 5 chunks"),
     (
         "Ir",

@@ -10,6 +10,7 @@ tests hold the structure to that and the answers to what they were.
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from typing import Any
 
@@ -196,8 +197,9 @@ def test_reads_across_blocks_decode_through_the_block_cache(
     live = DecodedEvents()
     assert live._store is _compact._NO_STORE  # a live sequence keeps no stores
     store = _compact._NO_STORE
-    assert store.cached == (-1, []) and store.cached is _compact._NO_CACHE
+    assert store.cached == (sys.maxsize, []) and store.cached is _compact._NO_CACHE
     assert not (store.blocks or store.lines or store.recent or store.types)
+    assert not (store.chunks or store.starts)
     assert not store.type_codes
 
 

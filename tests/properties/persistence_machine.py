@@ -183,6 +183,10 @@ class TrackingWriter:
     def durable_seq(self) -> int:
         return self._inner.durable_seq  # type: ignore[no-any-return]
 
+    def take_lines(self) -> list[tuple[int, int, bytes]]:
+        # The written lines the session settles into, as the inner writer gathers them.
+        return self._inner.take_lines()  # type: ignore[no-any-return]
+
     async def append(self, events: Sequence[dsh.SessionEvent], *, sync: bool) -> None:
         inner = self._inner
         durable = self._durable
@@ -733,8 +737,12 @@ class PgTrackingWriter:
     def durable_seq(self) -> int:
         return self._inner.durable_seq  # type: ignore[no-any-return]
 
+    def take_lines(self) -> list[tuple[int, int, bytes]]:
+        # The written lines the session settles into, as the inner writer gathers them.
+        return self._inner.take_lines()  # type: ignore[no-any-return]
+
     async def append(self, events: Sequence[dsh.SessionEvent], *, sync: bool) -> None:
-        from dsh_trio.persistence._pg_writer import event_lines
+        from dsh_trio.persistence._jsonl_lines import encode_events
 
         inner = self._inner
         durable = self._durable
@@ -748,7 +756,11 @@ class PgTrackingWriter:
         if batch is not None:
             durable.before_write(batch)
         try:
-            self._write(event_lines(events), sync)
+            data = encode_events(events)
+            first = inner.durable_seq
+            self._write(data[:-1].decode("utf-8").split("\n") if data else [], sync)
+            # Gathered for the session as the writer's own append gathers them.
+            inner._chunks.add(first, data, len(events))
         except BaseException:
             durable.failing = True
             raise

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis.stateful import run_state_machine_as_test
 from hypothesis.strategies._internal.core import RandomSeeder
 
 import dsh_trio as dsh
+from dsh_trio.session import _compact
 from dsh_trio.testing import machine_settings
 from dsh_trio.testing._strategies import Send
 
@@ -22,6 +25,14 @@ from .persistence_machine import (
 
 TestPersistenceMachine = PersistenceMachine.TestCase
 TestPersistenceMachine.settings = machine_settings()
+
+
+@pytest.fixture(autouse=True)
+def _small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Writers hand their lines over every 2 lines, so the machine's short lives
+    settle their sessions' older turns as the written lines too."""
+    monkeypatch.setattr(_compact, "CHUNK_LINES", 2)
+    yield
 
 
 # ------------------------------------------------------------------ the recording writer

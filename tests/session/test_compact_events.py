@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -634,7 +635,7 @@ def test_a_live_session_keeps_its_older_turns_as_lines_and_reads_them_equal(
     # Settled: all but the events from the previous turn's start on.
     starts = [e.seq for e in seen if e.type == "turn/start"]
     assert held.compact_count == starts[-2] and len(held.values) < 30
-    assert len(held._blocks) >= 20  # compressed, not only lines
+    assert len(held._store.chunks) >= 3  # compressed, not only lines
     _assert_reads_back(live, seen)
     # The same state as a session that keeps every event as a value.
     with pytest.MonkeyPatch.context() as mp:
@@ -679,10 +680,70 @@ async def test_a_settled_live_session_is_stored_and_restored_unchanged(
     _assert_same_state(restored, live)
 
 
-def test_a_live_session_settles_only_when_a_bound_is_set() -> None:
-    # Off by default: the encoding costs more of a turn than its bytes are worth yet.
+def test_a_session_without_a_log_settles_only_when_a_bound_is_set() -> None:
+    # Off by default: encoding its lines itself costs more of a turn than its bytes
+    # are worth (a session with a log takes its writer's lines instead).
     assert _session_module.SETTLE_AFTER is None
     seen: list[SessionEvent] = []
     live = _live_session(30, seen)
     assert live._events.compact_count == 0
     _assert_reads_back(live, seen)
+
+
+# --------------------------------------------------------------------------- a writer's lines
+
+
+def test_a_writers_lines_are_gathered_into_chunks_and_adopted_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_compact, "CHUNK_LINES", 4)
+    seen = list(_session(3).events)
+    data = encode_events(seen)
+    lines = data.split(b"\n")[:-1]
+    chunks = _compact.LineChunks()
+    chunks.add(0, b"".join(x + b"\n" for x in lines[:3]), 3)
+    assert chunks.take() == []  # 3 lines: not a chunk yet
+    chunks.add(3, b"".join(x + b"\n" for x in lines[3:5]), 2)
+    (first,) = chunks.take()
+    assert first[:2] == (0, 5) and chunks.take() == []
+    # A batch that does not continue the gathered lines starts them afresh.
+    chunks.add(5, lines[5] + b"\n", 1)
+    chunks.add(7, b"".join(x + b"\n" for x in lines[7:11]), 4)
+    (second,) = chunks.take()
+    assert second[:2] == (7, 4)
+
+    events = DecodedEvents(seen)
+    assert not events.adopt_lines(*second)  # not the first values: refused
+    assert events.adopt_lines(*first)
+    assert events.compact_count == 5 and len(events.values) == len(seen) - 5
+    assert not events.adopt_lines(*first)  # held as lines already
+    assert list(events) == seen and [events[i] for i in range(len(seen))] == seen
+    for i, event in enumerate(seen[:5]):  # the message alone, from a chunk's line
+        if event.type == "assistant/message":
+            want = event.data_as(AssistantMessageData).message
+            assert events.assistant_message(i) == want
+    wanted = {"turn/start", "assistant/message"}
+    assert list(events.of_types(wanted)) == [e for e in seen if e.type in wanted]
+    twin = events.share()
+    assert twin == seen and twin._store.chunks == events._store.chunks
+
+
+def test_lines_of_an_event_a_reader_refuses_are_not_adopted() -> None:
+    odd = SessionEvent(seq=0, time=1, type="app/undeclared", data={"k": 1})
+    data = encode_events([odd])
+    events = DecodedEvents([odd])
+    chunk = zlib.compress(data[:-1])
+    assert not events.adopt_lines(0, 1, chunk)
+    assert events.compact_count == 0 and list(events) == [odd]
+
+
+async def test_an_iteration_follows_events_that_settle_meanwhile() -> None:
+    seen = list(_session(3).events)
+    events = DecodedEvents(seen)
+    lines = encode_events(seen).split(b"\n")[:-1]
+    it = iter(events)
+    got = [next(it) for _ in range(3)]
+    chunk = zlib.compress(b"\n".join(lines[:6]))
+    assert events.adopt_lines(0, 6, chunk)
+    got.extend(it)
+    assert got == seen

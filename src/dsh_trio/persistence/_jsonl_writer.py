@@ -29,6 +29,7 @@ import trio
 
 from .._files import FILE_MODE, open_regular
 from ..errors import PersistenceSeqError, SessionExistsError, SessionLockedError
+from ..session import LineChunks
 from ..values import SessionEvent, SessionHeader
 from ._jsonl_lines import encode_events, encode_header
 from ._jsonl_lock import release, release_lease
@@ -197,11 +198,19 @@ class JsonlWriter:
     #: Whether the claim created the root directory (its parent is synced too).
     _created_root: bool = attrs.field(kw_only=True, default=False)
     _lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    #: The lines written, gathered and compressed for the live session.
+    _chunks: LineChunks = attrs.field(init=False, factory=LineChunks)
 
     @property
     def header(self) -> SessionHeader:
         """The header of the log."""
         return self._header
+
+    def take_lines(self) -> list[tuple[int, int, bytes]]:
+        """The chunks of written lines compressed since the last call (see
+        :class:`~dsh_trio.session.LineChunks`): what the session's recorder hands
+        to the live session, which keeps its settled events as these lines."""
+        return self._chunks.take()
 
     @property
     def durable_seq(self) -> int:
@@ -285,6 +294,7 @@ class JsonlWriter:
         if self._state is WriterState.UNWRITTEN:
             if events:
                 self._materialise(data, len(events))
+                self._chunks.add(events[0].seq, data, len(events))
             return
         fd = self._open_log()
         try:
@@ -311,6 +321,8 @@ class JsonlWriter:
         self._state = _next_state(
             self._state, _Step.WROTE_SYNCED if sync else _Step.WROTE_UNSYNCED
         )
+        if events:
+            self._chunks.add(events[0].seq, data, len(events))
 
     def _open_log(self) -> int:
         """Open the log for appending, after checking it is the file this writer left.

@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from ..errors import PersistenceSeqError, SessionExistsError, SessionLeaseError
+from ..session import LineChunks
 from ..values import SessionEvent, SessionHeader
 from ._jsonl_lines import encode_events, encode_header
 from ._pg_lease import check_lease_sync, release_lease
@@ -38,7 +39,11 @@ def event_lines(events: Sequence[SessionEvent]) -> list[str]:
     Raises:
         InvalidEventError: an event holds a lone surrogate.
     """
-    data = encode_events(events)
+    return _split(encode_events(events))
+
+
+def _split(data: bytes) -> list[str]:
+    """The lines of ``data`` (lines each ending in ``\\n``), without their ends."""
     if not data:
         return []
     return data[:-1].decode("utf-8").split("\n")
@@ -62,6 +67,14 @@ class PostgresWriter:
     _lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     # Mail to delete with the batch that writes a seq: (seq, mail row id).
     _acks: list[tuple[int, int]] = attrs.field(init=False, factory=list)
+    #: The lines written, gathered and compressed for the live session.
+    _chunks: LineChunks = attrs.field(init=False, factory=LineChunks)
+
+    def take_lines(self) -> list[tuple[int, int, bytes]]:
+        """The chunks of written lines compressed since the last call (see
+        :class:`~dsh_trio.session.LineChunks`): what the session's recorder hands
+        to the live session, which keeps its settled events as these lines."""
+        return self._chunks.take()
 
     @property
     def header(self) -> SessionHeader:
@@ -141,14 +154,22 @@ class PostgresWriter:
                 await trio.lowlevel.checkpoint()
                 return
             ended = any(ev.type == "turn/end" for ev in events)
-            await self.append_lines(event_lines(events), sync=sync, ended=ended)
+            data = encode_events(events)
+            await self.append_lines(_split(data), sync=sync, ended=ended, encoded=data)
 
     async def append_lines(
-        self, lines: Sequence[str], *, sync: bool, ended: bool = False
+        self,
+        lines: Sequence[str],
+        *,
+        sync: bool,
+        ended: bool = False,
+        encoded: bytes | None = None,
     ) -> None:
         """Write already encoded v3 lines (the caller holds the lock or the only reference).
 
         ``ended``: the lines hold a ``turn/end`` (the commit notifies the turn channel).
+        ``encoded``: the lines as UTF-8, each ending in ``\\n``, when the caller has
+        them (gathered for the live session once written).
         """
         if not lines and not self._stored:
             await trio.lowlevel.checkpoint()
@@ -156,7 +177,9 @@ class PostgresWriter:
         end = self._durable_seq + len(lines)
         due = [mail for seq, mail in self._acks if seq < end]
         await self._owner._pool.run(
-            lambda conn: self.write_sync(conn, lines, sync, mail=due, ended=ended)
+            lambda conn: self.write_sync(
+                conn, lines, sync, mail=due, ended=ended, encoded=encoded
+            )
         )
         if due:
             self._acks = [(seq, mail) for seq, mail in self._acks if seq >= end]
@@ -195,6 +218,7 @@ class PostgresWriter:
         *,
         mail: Sequence[int] = (),
         ended: bool = False,
+        encoded: bytes | None = None,
     ) -> None:
         """Write ``lines`` in one transaction on ``conn`` and move the writer on (blocking).
 
@@ -206,8 +230,11 @@ class PostgresWriter:
             header = encode_header(self._header)[:-1].decode("utf-8")
         self._append_sync(conn, lines, header, sync, mail=mail, ended=ended)
         self._stored = True
+        first = self._durable_seq
         self._durable_seq += len(lines)
         self._unsynced = not sync
+        if encoded:
+            self._chunks.add(first, encoded, len(lines))
 
     def _append_sync(
         self,

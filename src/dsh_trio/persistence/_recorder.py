@@ -57,7 +57,11 @@ class SessionRecorder:
     and reported to ``on_recover``.
 
     Events the session holds beyond what the writer has written are queued at
-    construction, so a recorder may be attached at any point.
+    construction, so a recorder may be attached at any point. After each write the
+    recorder hands the session the lines the writer wrote, compressed in chunks by
+    the writer (when it gathers them, as both stores' writers do): the session keeps
+    its settled events as those lines, so a long live session's memory grows by
+    the compressed lines of a turn, not its values.
 
     Example::
 
@@ -169,6 +173,17 @@ class SessionRecorder:
         self._unsynced = not sync
         if self._fault is not None:
             self._recovered()
+        self._hand_lines()
+
+    def _hand_lines(self) -> None:
+        """Give the session the chunks of lines its writer wrote (if the writer
+        gathers them: see :class:`~dsh_trio.session.LineChunks`), so the session
+        keeps its settled events as those lines."""
+        take = getattr(self._writer, "take_lines", None)
+        if take is not None:
+            chunks = take()
+            if chunks:
+                self._session._offer_lines(chunks)
 
     def _failed(
         self, exc: Exception, batch: Sequence[SessionEvent]

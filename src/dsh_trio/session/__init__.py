@@ -9,6 +9,7 @@ from ..values import (
     SurfaceReplace as SurfaceReplace,
     register_event_type as register_event_type,
 )
+from ._compact import LineChunks as LineChunks
 from ._history import DerivedMessages as DerivedMessages
 from ._loaded import LoadedLog as LoadedLog
 from ._repair import (

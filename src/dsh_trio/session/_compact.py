@@ -5,17 +5,22 @@ ten times the bytes of their lines. :class:`DecodedEvents` keeps the events a lo
 decoder read as their lines instead, compressed in blocks of :data:`BLOCK_LINES`, and
 decodes an event again (with :func:`decode_event`, the decoder that read it) when it
 is read. Events appended as values (the live part of a session) stay values until
-they settle (:meth:`DecodedEvents.settle`): a live session moves the events of its
-older turns into lines too, encoded as a log writer encodes them, so a long-lived
-session holds its past as compressed lines whatever way it was made. Reading gives
-values equal to the ones the decoder returned when the log was read, or to the ones
-that were appended.
+they settle: a live session moves the events of its older turns into lines too,
+compressed in chunks, so a long-lived session holds its past as compressed lines
+whatever way it was made. The lines of a session with a log are the ones its log
+writer wrote, compressed in the writer's worker thread (:class:`LineChunks`,
+:meth:`DecodedEvents.adopt_lines`); :meth:`DecodedEvents.settle` encodes them
+itself. Reading gives values equal to the ones the decoder returned when the log
+was read, or to the ones that were appended.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import operator
+import sys
+import threading
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Final, SupportsIndex, overload
@@ -31,10 +36,14 @@ from ..values import (
     parse_json_line,
 )
 
-__all__ = ["BLOCK_LINES", "DecodedEvents"]
+__all__ = ["BLOCK_LINES", "CHUNK_LINES", "DecodedEvents", "LineChunks"]
 
 #: Lines per compressed block: a read decompresses one block (a few tens of µs).
 BLOCK_LINES: Final = 128
+#: Lines a log writer gathers before compressing them for its live session (see
+#: :class:`LineChunks`): what an active session holds as pending lines is at most
+#: this many.
+CHUNK_LINES: Final = 64
 _LEVEL: Final = 1  # fastest zlib level; JSON lines compress well even so
 _RECENT_MAX: Final = 256  # decoded events kept for repeated reads
 _UNKNOWN_TYPE: Final = 255  # the type code of an event whose type is not indexed
@@ -44,8 +53,9 @@ _NO_LINES: Final[list[bytes]] = []
 _NO_RECENT: Final[dict[int, SessionEvent]] = {}
 _NO_TYPES: Final = bytearray()
 _NO_CODES: Final[dict[str, int]] = {}
-#: The read cache of a sequence that has read no block: (block, its lines).
-_NO_CACHE: Final[tuple[int, list[bytes]]] = (-1, _NO_LINES)
+#: The read cache of a sequence that has read no block: (no block, no lines).
+_NO_CACHE: Final[tuple[int, list[bytes]]] = (sys.maxsize, _NO_LINES)
+_NO_STARTS: Final[list[int]] = []
 
 
 #: Encodes an event's JSON as a log writer does (compact, UTF-8 kept).
@@ -64,8 +74,7 @@ def encode_line(event: SessionEvent) -> bytes | None:
     would not decode back to it: an event of a type a reader refuses (neither
     known, declared nor ignorable), or text UTF-8 cannot encode (a lone surrogate).
     """
-    type_ = event.type
-    if not (event.ignorable or type_ in EVENT_DATA_TYPES or is_known_event_type(type_)):
+    if not faithful(event):
         return None
     try:
         return _ENCODE(event_to_json(event)).encode("utf-8")
@@ -75,11 +84,21 @@ def encode_line(event: SessionEvent) -> bytes | None:
 
 class _Lines:
     """The events of a sequence kept as lines: the compressed blocks, the lines
-    after the last full block, the block read last, the events decoded last, and
-    the type of each line (one byte each: a code of ``type_codes``, or
-    ``_UNKNOWN_TYPE`` when not given or past 255 types)."""
+    after the last full block, then the chunks a log writer compressed (each
+    starting at the position in ``starts``), the block or chunk read last, the
+    events decoded last, and the type of each line (one byte each: a code of
+    ``type_codes``, or ``_UNKNOWN_TYPE`` when not given or past 255 types)."""
 
-    __slots__ = ("blocks", "cached", "lines", "recent", "type_codes", "types")
+    __slots__ = (
+        "blocks",
+        "cached",
+        "chunks",
+        "lines",
+        "recent",
+        "starts",
+        "type_codes",
+        "types",
+    )
 
     def __init__(
         self,
@@ -88,10 +107,15 @@ class _Lines:
         types: bytearray,
         type_codes: dict[str, int],
         recent: dict[int, SessionEvent],
+        chunks: list[bytes],
+        starts: list[int],
     ) -> None:
         self.blocks = blocks  # compressed, BLOCK_LINES lines each
         self.lines = lines
-        self.cached = _NO_CACHE  # the block read last and its lines
+        self.chunks = chunks  # compressed by a log writer, any number of lines each
+        self.starts = starts  # the position of each chunk's first line
+        # The block (or chunk, as ``-1 - k``) read last and its lines.
+        self.cached = _NO_CACHE
         self.recent = recent
         self.types = types
         self.type_codes = type_codes
@@ -104,12 +128,88 @@ class _Lines:
             bytearray(self.types),
             dict(self.type_codes),
             {},
+            list(self.chunks),
+            list(self.starts),
         )
+
+    def code(self, type_: str | None) -> int:
+        """The type code of a line of type ``type_`` (a new one when there is room)."""
+        if type_ is None:
+            return _UNKNOWN_TYPE
+        codes = self.type_codes
+        code = codes.get(type_, _UNKNOWN_TYPE)
+        if code == _UNKNOWN_TYPE and len(codes) < _UNKNOWN_TYPE:
+            code = codes[type_] = len(codes)
+        return code
 
 
 #: The line stores of every sequence that holds no lines: the shared empty ones
 #: above (never mutated), so a live session pays nothing for them.
-_NO_STORE: Final = _Lines(_NO_LINES, _NO_LINES, _NO_TYPES, _NO_CODES, _NO_RECENT)
+_NO_STORE: Final = _Lines(
+    _NO_LINES, _NO_LINES, _NO_TYPES, _NO_CODES, _NO_RECENT, _NO_LINES, _NO_STARTS
+)
+
+
+def faithful(event: SessionEvent) -> bool:
+    """Whether the log line of ``event`` reads back (its type is known, declared or
+    ignorable: a reader refuses any other)."""
+    type_ = event.type
+    return event.ignorable or type_ in EVENT_DATA_TYPES or is_known_event_type(type_)
+
+
+class LineChunks:
+    """The lines a log writer wrote, gathered and compressed for its live session.
+
+    A writer hands each batch it wrote to :meth:`add` (in its worker thread, after
+    the write succeeded): the encoded lines it wrote anyway. Every
+    :data:`CHUNK_LINES` lines or more are compressed there, off the event loop
+    (zlib releases the interpreter lock), into a chunk that :meth:`take` hands over;
+    the recorder of the session passes the chunks to ``Session`` (which keeps the
+    events they hold as those lines once they are settled). Batches that do not
+    continue the previous one start the gathering afresh. Thread-safe.
+
+    Example::
+
+        chunks = LineChunks()
+        chunks.add(0, b'{"type":"turn/start",...}\n', 1)
+        chunks.take()  # [] until CHUNK_LINES lines were added
+    """
+
+    __slots__ = ("_count", "_lock", "_parts", "_ready", "_start")
+
+    def __init__(self) -> None:
+        self._start = 0
+        self._count = 0
+        self._parts: list[bytes] = []
+        self._ready: list[tuple[int, int, bytes]] = []
+        self._lock = threading.Lock()
+
+    def add(self, first_seq: int, data: bytes, count: int) -> None:
+        """Gather ``count`` written lines (each ending in ``\n``) from ``first_seq``."""
+        if count <= 0:
+            return
+        if self._count and first_seq != self._start + self._count:
+            self._parts.clear()  # a gap: start again from this batch
+            self._count = 0
+        if not self._count:
+            self._start = first_seq
+        self._parts.append(data)
+        self._count += count
+        if self._count >= CHUNK_LINES:
+            data = b"".join(self._parts)
+            chunk = (self._start, self._count, zlib.compress(data[:-1], _LEVEL))
+            self._parts = []
+            self._count = 0
+            with self._lock:
+                self._ready.append(chunk)
+
+    def take(self) -> list[tuple[int, int, bytes]]:
+        """The chunks compressed since the last call: ``(first seq, lines, bytes)``."""
+        with self._lock:
+            ready = self._ready
+            if ready:
+                self._ready = []
+            return ready
 
 
 class DecodedEvents(Sequence[SessionEvent]):
@@ -182,22 +282,16 @@ class DecodedEvents(Sequence[SessionEvent]):
         Raises:
             ValueError: an event was already added as a value.
         """
-        if self._values:
+        if self._values or self._store.starts:
             raise ValueError(
-                f"event lines must come before event values; position "
-                f"{len(self)} already holds a value"
+                f"event lines must come before event values and adopted chunks; "
+                f"position {len(self)} already holds one"
             )
         store = self._store
         if store is _NO_STORE:
             self._hold_lines()
             store = self._store
-        code = _UNKNOWN_TYPE
-        if type_ is not None:
-            codes = store.type_codes
-            code = codes.get(type_, _UNKNOWN_TYPE)
-            if code == _UNKNOWN_TYPE and len(codes) < _UNKNOWN_TYPE:
-                code = codes[type_] = len(codes)
-        store.types.append(code)
+        store.types.append(store.code(type_))
         lines = store.lines
         lines.append(line)
         self._compact += 1
@@ -217,9 +311,10 @@ class DecodedEvents(Sequence[SessionEvent]):
         """Keep the first ``count`` events held as values as their lines instead.
 
         Each is encoded as a log writer encodes it (:func:`encode_line`), and reads
-        decode it again to an equal value. Stops before an event whose line would
-        not decode back to it (see :func:`encode_line`): that event and the ones
-        after it stay values. Returns how many events were settled. Never blocks.
+        decode it again to an equal value; the lines are compressed as one chunk.
+        Stops before an event whose line would not decode back to it (see
+        :func:`encode_line`): that event and the ones after it stay values. Returns
+        how many events were settled. Never blocks.
 
         Example::
 
@@ -227,27 +322,45 @@ class DecodedEvents(Sequence[SessionEvent]):
             events.settle(1)  # 1: events[0] is now kept as its line
             events[0] == event0  # True
         """
-        values = self._values
-        count = min(count, len(values))
-        if count <= 0:
+        lines: list[bytes] = []
+        for event in self._values[: max(count, 0)]:
+            line = encode_line(event)
+            if line is None:
+                break
+            lines.append(line)
+        if not lines:
             return 0
-        if self._store is _NO_STORE:
+        chunk = zlib.compress(b"\n".join(lines), _LEVEL)
+        return len(lines) if self.adopt_lines(self._compact, len(lines), chunk) else 0
+
+    def adopt_lines(self, start: int, count: int, chunk: bytes) -> bool:
+        """Keep the ``count`` events from position ``start`` as the lines that
+        ``chunk`` holds compressed (zlib, one line each, joined by ``\n``).
+
+        What a log writer wrote for them (:class:`LineChunks`), or what
+        :meth:`settle` encodes: reads decode each line again, to a value equal to
+        the event. Taken only when those events are the first ones held as values
+        and each has a line that reads back (:func:`faithful`); returns whether it
+        was. Never blocks.
+        """
+        values = self._values
+        if start != self._compact or not 0 < count <= len(values):
+            return False
+        settled = values[:count]
+        for event in settled:
+            if not faithful(event):
+                return False
+        store = self._store
+        if store is _NO_STORE:
             self._hold_lines()
-        append_line = self.append_line
-        settled = 0
-        # ``append_line`` refuses a line while values are held; hold them aside.
-        self._values = []
-        try:
-            for event in values[:count]:
-                line = encode_line(event)
-                if line is None:
-                    break
-                append_line(line, event.type)
-                settled += 1
-        finally:
-            del values[:settled]
-            self._values = values  # the same list: a session's alias stays valid
-        return settled
+            store = self._store
+        code = store.code
+        store.types.extend([code(event.type) for event in settled])
+        store.starts.append(start)
+        store.chunks.append(chunk)
+        del values[:count]  # the same list: a session's alias stays valid
+        self._compact += count
+        return True
 
     @property
     def values(self) -> list[SessionEvent]:
@@ -280,6 +393,14 @@ class DecodedEvents(Sequence[SessionEvent]):
 
     def _line(self, index: int) -> bytes:
         store = self._store
+        starts = store.starts
+        if starts and index >= starts[0]:
+            k = bisect.bisect_right(starts, index) - 1
+            cached = store.cached
+            if cached[0] != -1 - k:
+                lines = zlib.decompress(store.chunks[k]).split(b"\n")
+                cached = store.cached = (-1 - k, lines)
+            return cached[1][index - starts[k]]
         block, offset = divmod(index, BLOCK_LINES)
         if block == len(store.blocks):
             return store.lines[offset]
@@ -355,11 +476,19 @@ class DecodedEvents(Sequence[SessionEvent]):
         for line in store.lines:
             yield decode_line(line, seq)
             seq += 1
-        values = self._values
-        k = 0
-        while k < len(values):  # follows appends made while iterating
-            yield values[k]
-            k += 1
+        # Then position by position: follows appends made while iterating, and
+        # events that settle meanwhile (they move from the values to the lines).
+        while True:
+            compact = self._compact
+            if seq >= compact:
+                k = seq - compact
+                values = self._values
+                if k >= len(values):
+                    return
+                yield values[k]
+            else:
+                yield decode_line(self._line(seq), seq)
+            seq += 1
 
     def of_types(
         self, types: Collection[str], *, reverse: bool = False

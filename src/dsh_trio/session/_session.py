@@ -10,11 +10,14 @@ has the live view of the events.
 
 The events are a :class:`DecodedEvents`: a restored log keeps the events it read as
 their JSON lines (compressed, decoded when read; see :mod:`._loaded`), and the events
-appended since are kept as values. When :data:`SETTLE_AFTER` is set and the values
-hold more than that many events older than the previous turn, the next
-``turn/start`` settles them into lines too, so a live session's past is held as compactly as a
-restored one's (the current and the previous turn stay values: what the agent loop
-and the derived history read).
+appended since are kept as values. A live session's settled events (those before
+the previous turn's ``turn/start``) become lines too, so its past is held as
+compactly as a restored one's, while the current and the previous turn stay values
+(what the agent loop and the derived history read). A session with a log takes the
+lines its log writer wrote, compressed by the writer in chunks off the event loop
+(:meth:`Session._offer_lines`, called by its recorder): nothing is encoded twice. A
+session without a log keeps its events as values unless :data:`SETTLE_AFTER` is set
+(it then encodes them itself, which costs about 40 % of a turn's instructions).
 """
 
 from __future__ import annotations
@@ -64,10 +67,9 @@ _logger = logging.getLogger("dsh_trio")
 _MAX: Final = MAX_SAFE_INTEGER
 
 #: How many settled events a live session keeps as values before it encodes them
-#: into lines (at the next ``turn/start``); ``None``: never. Off for now: encoding
-#: through the general converter costs about 40 % of a turn's instructions; it is
-#: meant to become :data:`~._compact.BLOCK_LINES` once the lines come cheaply (a log writer's,
-#: or an encoder as fast as the log reader's decoders).
+#: into lines itself (at the next ``turn/start``); ``None``: never. Off: encoding
+#: through the general converter costs about 40 % of a turn's instructions. A
+#: session with a log settles anyway, with the lines its writer wrote.
 SETTLE_AFTER: int | None = None
 
 
@@ -124,6 +126,12 @@ class Session:
     # The seq of the latest ``turn/start``: the events before the one preceding it
     # are settled (see the module docs); ``None`` once an event could not be.
     _turn_mark: int | None = attrs.field(default=0, init=False)
+    # The events before this seq are settled; the writer's chunks of lines wait in
+    # ``_offered`` until they are (``None``: none offered).
+    _settled_below: int = attrs.field(default=0, init=False)
+    _offered: list[tuple[int, int, bytes]] | None = attrs.field(
+        default=None, init=False
+    )
 
     def __attrs_post_init__(self) -> None:
         self._live = self._events.values
@@ -509,13 +517,56 @@ class Session:
         if previous is None:
             return
         self._turn_mark = seq
+        self._settled_below = previous
+        if self._offered:
+            self._adopt_offered()
         count = previous - self._base
         bound = SETTLE_AFTER
         if bound is not None and count >= bound:
             settled = self._events.settle(count)
             self._base += settled
             if settled < count:  # an event that has no faithful line stays a value
-                self._turn_mark = None
+                self._stop_settling()
+
+    def _offer_lines(self, chunks: Sequence[tuple[int, int, bytes]]) -> None:
+        """Chunks of the lines a log writer wrote for this session's events:
+        ``(first seq, lines, zlib bytes)``, in seq order (:class:`LineChunks`).
+
+        Runtime use (a session recorder passes what its writer gathered). The
+        events a chunk holds are kept as its lines once they are all settled (now,
+        or at a later ``turn/start``); chunks for events kept otherwise are dropped.
+        """
+        if self._turn_mark is None or not chunks:
+            return
+        if self._offered is None:
+            self._offered = list(chunks)
+        else:
+            self._offered.extend(chunks)
+        self._adopt_offered()
+
+    def _adopt_offered(self) -> None:
+        offered = self._offered
+        assert offered is not None
+        below = self._settled_below
+        taken = 0
+        for start, count, chunk in offered:
+            base = self._base
+            if start + count <= base:  # held as lines already
+                taken += 1
+                continue
+            if start + count > below:  # not settled yet: wait
+                break
+            if start != base or not self._events.adopt_lines(start, count, chunk):
+                self._stop_settling()  # a gap, or an event without a faithful line
+                return
+            self._base = base + count
+            taken += 1
+        del offered[:taken]
+
+    def _stop_settling(self) -> None:
+        """An event could not be settled: it and every later one stay values."""
+        self._turn_mark = None
+        self._offered = None
 
     def _load(self, events: Sequence[SessionEvent], what: str) -> None:
         """Admit existing events (a seed or a persisted log) into this fresh session
@@ -555,6 +606,7 @@ class Session:
         self._markers = attrs.evolve(markers)
         self._prompt_seq = self.next_seq - 1  # any adopted event may be one
         self._turn_mark = markers.open_turn_seq or self._base
+        self._settled_below = self._base
 
     # ------------------------------------------------------------------ fork
 
