@@ -20,9 +20,9 @@ runtime), measured beside the "off" runtime in the same process, so the ratios
 compare like with like. Beside them, **SDK alone**: the same two spans and three
 histogram records per turn made directly with each processor, no runtime, which is
 the floor any instrumentation of this turn pays (as a ratio to off: what is left of
-the bar's 0.5 for the listeners and the session relay is 0.5 minus it). The
-exporters count what they are given: a run whose SDK dropped spans (a full batch
-queue) fails instead of reporting a cheaper figure.
+the bar's 0.5 for the listeners is 0.5 minus it). The exporters count what they are
+given: a run whose SDK dropped spans (a full batch queue) fails instead of reporting
+a cheaper figure.
 
 Needs ``opentelemetry-api`` (and ``opentelemetry-sdk`` for the SDK rows): without
 them the rows say "skipped".

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.context import get_current
+from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
 from ..llm import redact_live_secrets
 from ..values import (
@@ -140,14 +140,13 @@ class AgentSpans:
         if self._preset:
             attributes[AGENT_NAME] = redact_live_secrets(self._preset)
         owner = self.owner
+        parent = None if owner is None else observer.parent_context(owner)
+        if parent is None:
+            parent = get_current()  # read once, for the span and its children
         span = observer.tracer.start_span(
-            "invoke_agent",
-            None if owner is None else observer.parent_context(owner),
-            _INTERNAL,
-            attributes,
-            start_time=now,
+            "invoke_agent", parent, _INTERNAL, attributes, start_time=now
         )
-        self.turn = OpenTurn(span, now)
+        self.turn = OpenTurn(span, set_span_in_context(span, parent), now)
 
     def child_context(self) -> Context | None:
         """The context a turn of an agent this one owns opens in: the tool call
@@ -158,9 +157,9 @@ class AgentSpans:
         tools = turn.tools
         running = _CURRENT_TOOL.get()
         if running is not None and running[0] == self.agent.id and running[1] in tools:
-            return trace.set_span_in_context(tools[running[1]])
+            return set_span_in_context(tools[running[1]])
         if len(tools) == 1:
-            return trace.set_span_in_context(next(iter(tools.values())))
+            return set_span_in_context(next(iter(tools.values())))
         return turn.context
 
     def _turn_end(self, event: SessionEvent) -> None:
@@ -225,7 +224,9 @@ class AgentSpans:
 
     def _open_chat(self, turn: OpenTurn, now: int) -> OpenChat:
         observer = self._observer
-        turn.end_chat(now, observer.metrics)  # one never settled
+        metrics = observer.metrics
+        if turn.chat is not None:  # never settled
+            turn.end_chat(now, metrics)
         attempt = turn.attempts
         turn.attempts = attempt + 1
         context = self.agent.session.request_context()
@@ -234,14 +235,13 @@ class AgentSpans:
             route = NO_ROUTE
         else:
             provider, model = context.provider, context.model
-            route = observer.metrics.route(
-                redact_live_secrets(provider), redact_live_secrets(model)
-            )
+            key = (redact_live_secrets(provider), redact_live_secrets(model))
+            route = metrics.routes.get(key) or metrics.route(*key)
         span = observer.tracer.start_span(
             route.name,
             turn.context,
             _CLIENT,
-            route.attempt(attempt),
+            route.first if attempt == 0 else route.attempt(attempt),
             start_time=now,
         )
         chat = turn.chat = OpenChat(span, now, provider, model, route)
@@ -267,21 +267,30 @@ class AgentSpans:
             message = data.message
             usage = data.usage
             source = message.source
-            chat.rename(source.provider, source.model, metrics)
+            provider, model = source.provider, source.model
         elif data.__class__ is AssistantAttemptData:
             assert isinstance(data, AssistantAttemptData)
             message = None
             context = self.agent.session.request_context()
-            if context is not None:
-                chat.rename(context.provider, context.model, metrics)
-            else:
-                chat.rename("", "", metrics)
+            provider = context.provider if context is not None else ""
+            model = context.model if context is not None else ""
         else:
             chat.end(now, metrics)
             return
-        finish, found = _finish_and_usage(data.stream, usage is None)
-        if usage is None:
-            usage = found
+        if provider != chat.provider or model != chat.model:
+            chat.rename(provider, model, metrics)
+        stream = data.stream
+        last = stream[-1] if stream else None
+        finish: Finish | None = None
+        if usage is not None and last.__class__ is RawChunkRecord:
+            assert isinstance(last, RawChunkRecord)
+            if last.chunk.__class__ is Finish:  # the common case: the last record
+                assert isinstance(last.chunk, Finish)
+                finish = last.chunk
+        if finish is None:
+            finish, found = _finish_and_usage(stream, usage is None)
+            if usage is None:
+                usage = found
         if self._observer.content:
             chat.span.set_attributes(chat_content(self.agent.session, message, finish))
         chat.end(now, metrics, finish, usage, message is not None)

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, Final
 from ._names import (
     ATTEMPT,
     DURATION_BUCKETS,
-    ERROR_TYPE,
     OPERATION,
     PROVIDER,
     REQUEST_MODEL,
@@ -18,7 +17,6 @@ from ._names import (
 if TYPE_CHECKING:
     from opentelemetry.metrics import Meter
 
-    from ..values import Usage
 
 __all__ = ["Metrics", "Route"]
 
@@ -58,44 +56,32 @@ NO_ROUTE: Final = Route("", "")
 
 
 class Metrics:
-    """``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration``, and the
-    routes seen (see :class:`Route`)."""
+    """``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration`` (an
+    attempt's :class:`~._turn.OpenChat` records them as it ends), and the routes seen."""
 
-    __slots__ = ("_duration", "_routes", "_tokens")
+    __slots__ = ("duration", "routes", "tokens")
 
     def __init__(self, meter: Meter) -> None:
-        self._tokens = meter.create_histogram(
+        self.tokens = meter.create_histogram(
             "gen_ai.client.token.usage",
             unit="{token}",
             description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
         )
-        self._duration = meter.create_histogram(
+        self.duration = meter.create_histogram(
             "gen_ai.client.operation.duration",
             unit="s",
             description="GenAI operation duration",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
-        self._routes: dict[tuple[str, str], Route] = {}
+        #: The routes made, by ``(provider, model)``: see :meth:`route`.
+        self.routes: dict[tuple[str, str], Route] = {}
 
     def route(self, provider: str, model: str) -> Route:
-        """The route of ``provider`` and ``model`` (redacted strings)."""
-        found = self._routes.get((provider, model))
+        """The route of ``provider`` and ``model`` (redacted strings), made once."""
+        found = self.routes.get((provider, model))
         if found is None:
             found = Route(provider, model)
-            if len(self._routes) < _MAX_ROUTES:
-                self._routes[provider, model] = found
+            if len(self.routes) < _MAX_ROUTES:
+                self.routes[provider, model] = found
         return found
-
-    def record(
-        self, route: Route, seconds: float, usage: Usage | None, error: str | None
-    ) -> None:
-        """One settled (or abandoned) attempt: its tokens, if reported, and duration."""
-        if usage is not None:
-            tokens = self._tokens
-            tokens.record(usage.input_tokens, route.input)
-            tokens.record(usage.output_tokens, route.output)
-        duration = route.duration
-        if error is not None:
-            duration = {**duration, ERROR_TYPE: error}
-        self._duration.record(seconds, duration)

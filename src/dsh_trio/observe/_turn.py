@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from ..llm import redact_live_secrets
@@ -46,16 +45,13 @@ class OpenChat:
         self.route = route
 
     def rename(self, provider: str, model: str, metrics: Metrics) -> None:
-        """The attempt was made on ``provider`` and ``model`` (if not the ones named)."""
-        if provider != self.provider or model != self.model:
-            self.provider, self.model = provider, model
-            route = self.route = metrics.route(
-                redact_live_secrets(provider), redact_live_secrets(model)
-            )
-            self.span.set_attributes(
-                {PROVIDER: route.provider, REQUEST_MODEL: route.model}
-            )
-            self.span.update_name(route.name)
+        """The attempt was made on ``provider`` and ``model``, not the ones named."""
+        self.provider, self.model = provider, model
+        route = self.route = metrics.route(
+            redact_live_secrets(provider), redact_live_secrets(model)
+        )
+        self.span.set_attributes({PROVIDER: route.provider, REQUEST_MODEL: route.model})
+        self.span.update_name(route.name)
 
     def end(
         self,
@@ -89,7 +85,15 @@ class OpenChat:
         if attributes:
             span.set_attributes(attributes)
         span.end(end_time=now)
-        metrics.record(self.route, (now - self.start) / 1e9, usage, code)
+        route = self.route
+        if usage is not None:
+            tokens = metrics.tokens
+            tokens.record(usage.input_tokens, route.input)
+            tokens.record(usage.output_tokens, route.output)
+        duration = route.duration
+        if code is not None:
+            duration = {**duration, ERROR_TYPE: code}
+        metrics.duration.record((now - self.start) / 1e9, duration)
 
 
 class OpenTurn:
@@ -97,10 +101,10 @@ class OpenTurn:
 
     __slots__ = ("attempts", "chat", "context", "last_end", "span", "tools")
 
-    def __init__(self, span: Span, now: int) -> None:
+    def __init__(self, span: Span, context: Context, now: int) -> None:
         self.span = span
-        #: The context the turn's child spans are opened in.
-        self.context: Context = trace.set_span_in_context(span)
+        #: The context the turn's child spans are opened in (``span``'s).
+        self.context = context
         self.chat: OpenChat | None = None
         #: The attempts opened in the current step; when the last one ended.
         self.attempts = 0
@@ -117,7 +121,8 @@ class OpenTurn:
 
     def close(self, now: int, metrics: Metrics) -> None:
         """End every span still open, children first."""
-        self.end_chat(now, metrics)
+        if self.chat is not None:
+            self.end_chat(now, metrics)
         tools = self.tools
         while tools:
             _, span = tools.popitem()
