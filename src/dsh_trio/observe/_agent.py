@@ -188,7 +188,10 @@ class AgentSpans:
                         )
                     )
                 span.set_attributes(attributes)
-        turn.close(now, self._observer.metrics)
+        if turn.chat is None and not turn.tools:  # the common case: nothing else open
+            turn.span.end(end_time=now)
+        else:
+            turn.close(now, self._observer.metrics)
 
     # ------------------------------------------------------------------ attempts
 
