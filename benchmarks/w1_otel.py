@@ -371,7 +371,7 @@ def _count(valgrind: str, kind: str, turns: int) -> int:
             "--cachegrind-out-file=/dev/null",
             sys.executable,
             "-m",
-            __name__,
+            "benchmarks.w1_otel",  # not __name__: "__main__" when run with -m
             "--child",
             kind,
             str(turns),
