@@ -326,11 +326,11 @@ def _child(kind: str, turns: int) -> None:
     ``kind`` (see :data:`COUNTED`), with the garbage collector off."""
     gc.disable()
     if kind.startswith("alone-"):
-        sdk = _Sdk(kind.removeprefix("alone-"))
-        alone = _sdk_alone(sdk)
+        floor = _Sdk(kind.removeprefix("alone-"))
+        alone = _sdk_alone(floor)
         alone(_WARM_UP)
         alone(turns)
-        sdk.close()
+        floor.close()
         return
     sdk = _Sdk(kind) if kind in PROCESSORS else None
 
