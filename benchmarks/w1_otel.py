@@ -20,17 +20,36 @@ runtime), measured beside the "off" runtime in the same process, so the ratios
 compare like with like. Beside them, **SDK alone**: the same two spans and three
 histogram records per turn made directly with each processor, no runtime, which is
 the floor any instrumentation of this turn pays (as a ratio to off: what is left of
-the bar's 0.5 for the listeners and the session relay is 0.5 minus it). The
-exporters count what they are given: a run whose SDK dropped spans (a full batch
-queue) fails instead of reporting a cheaper figure.
+the bar's 0.5 for the listeners is 0.5 minus it). The exporters count what they are
+given: a run whose SDK dropped spans (a full batch queue) fails instead of reporting
+a cheaper figure.
 
 Needs ``opentelemetry-api`` (and ``opentelemetry-sdk`` for the SDK rows): without
 them the rows say "skipped".
+
+The CPU-time ratios move with the machine's load. The same configurations counted
+in CPU instructions (valgrind's cachegrind, as :mod:`benchmarks.instructions` counts
+the other workloads: a child runs N turns after its set-up and warm-up, the same
+child with 0 turns is counted too, the cyclic garbage collector off, one hash seed)
+give the stable reading::
+
+    python -m benchmarks.w1_otel --instructions [--turns 200]
+
+prints the instructions per turn off, on with the no-op API, on with the SDK (both
+processors) and the SDK alone, each with its ratio to off.
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
+import os
+import re
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -290,3 +309,129 @@ def run(ctx: Context) -> list[Row]:
             ),
         ]
     return rows
+
+
+# ---------------------------------------------------------------------- instructions
+
+#: The configurations counted: ``off``, ``api`` (no-op), the SDK's processors, and the
+#: SDK alone with each processor.
+COUNTED = ("off", "api", *PROCESSORS, *(f"alone-{kind}" for kind in PROCESSORS))
+#: Warm-up turns every counted child runs first.
+_WARM_UP = 20
+_IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def _child(kind: str, turns: int) -> None:
+    """One counted child: ``_WARM_UP`` then ``turns`` W1 turns in configuration
+    ``kind`` (see :data:`COUNTED`), with the garbage collector off."""
+    gc.disable()
+    if kind.startswith("alone-"):
+        floor = _Sdk(kind.removeprefix("alone-"))
+        alone = _sdk_alone(floor)
+        alone(_WARM_UP)
+        alone(turns)
+        floor.close()
+        return
+    sdk = _Sdk(kind) if kind in PROCESSORS else None
+
+    async def main() -> None:
+        from dsh_trio.observe import instrument
+
+        async with bench_runtime(ScriptedModel(default=scripted_reply())) as runtime:
+            uninstall: Callable[[], None] | None = None
+            if kind == "api":
+                uninstall = instrument(runtime)
+            elif sdk is not None:
+                uninstall = instrument(
+                    runtime,
+                    tracer_provider=sdk.tracer_provider,
+                    meter_provider=sdk.meter_provider,
+                )
+            handle = await runtime.agents.create(options=OPTIONS)
+            await runtime_turns(handle.agent, _WARM_UP)
+            await runtime_turns(handle.agent, turns)
+            await handle.dispose()
+            if uninstall is not None:
+                uninstall()
+
+    trio.run(main)
+    if sdk is not None:
+        exported, expected = sdk.close(), (_WARM_UP + turns) * SPANS_PER_TURN
+        if exported != expected:
+            raise AssertionError(f"{kind}: {exported} spans exported of {expected}")
+
+
+def _count(valgrind: str, kind: str, turns: int) -> int:
+    """The instructions of a child running ``turns`` turns of ``kind``."""
+    done = subprocess.run(
+        [
+            valgrind,
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+            sys.executable,
+            "-m",
+            "benchmarks.w1_otel",  # not __name__: "__main__" when run with -m
+            "--child",
+            kind,
+            str(turns),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    found = _IREFS.search(done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output: {done.stderr}")
+    return int(found.group(1).replace(",", ""))
+
+
+def instructions(turns: int, kinds: Sequence[str] = COUNTED) -> dict[str, float]:
+    """The instructions per W1 turn of each configuration in ``kinds``, counted two
+    children at a time.
+
+    Raises:
+        RuntimeError: ``valgrind`` is not installed.
+    """
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise RuntimeError("counting instructions needs valgrind on PATH")
+    jobs = [(kind, n) for kind in kinds for n in (0, turns)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = list(pool.map(lambda job: _count(valgrind, *job), jobs))
+    return {
+        kind: (counts[2 * k + 1] - counts[2 * k]) / turns
+        for k, kind in enumerate(kinds)
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``--instructions``: print the table; ``--child``: one counted child."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.w1_otel")
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--only", default=",".join(COUNTED))
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "TURNS"))
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        _child(args.child[0], int(args.child[1]))
+        return 0
+    if not args.instructions:
+        parser.error("give --instructions (the timed rows: python -m benchmarks)")
+    kinds = [k.strip() for k in args.only.split(",") if k.strip()]
+    if "off" not in kinds:
+        kinds.insert(0, "off")
+    unknown = sorted(set(kinds) - set(COUNTED))
+    if unknown:
+        parser.error(f"unknown configuration(s) {', '.join(unknown)}")
+    per_turn = instructions(args.turns, kinds)
+    off = per_turn["off"]
+    print(f"W1 instructions per turn, {args.turns} turns, garbage collector off")
+    for kind, count in per_turn.items():
+        print(f"{kind:14} {count:12,.0f}  {count / off:6.3f} x off")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -492,22 +492,126 @@ async def test_the_api_key_is_never_recorded(recorder: Recorder) -> None:
 # ---------------------------------------------------------------------- installing
 
 
-async def test_no_listener_is_left_after_uninstall(recorder: Recorder) -> None:
-    async with dsh.open_runtime(models={"scripted": ScriptedModel()}) as runtime:
+def subscriptions(*agents: dsh.Agent) -> list[int]:
+    """How many listeners each agent's session has."""
+    return [len(agent.session._subs) for agent in agents]
+
+
+async def test_agents_live_before_and_created_after_install_are_both_traced(
+    recorder: Recorder,
+) -> None:
+    model = ScriptedModel(
+        reply("untraced"),
+        tool_calls(("c1", "ask", "{}")),
+        reply("child's answer"),
+        default=reply("ok"),
+    )
+    children: list[dsh.Agent] = []
+
+    @dsh.tool
+    async def ask() -> str:
+        """Ask the child."""
+        return (await children[0].run("child's turn")).text
+
+    async with dsh.open_runtime(models={"scripted": model}, tools=[ask]) as runtime:
+        async with runtime.agents.open(options=OPTIONS) as before:
+            # A child live before install, run from its parent's tool call.
+            child = await runtime.agents.create(options=OPTIONS, parent=before)
+            children.append(child.agent)
+            await before.run("untraced")
+            recorder.install(runtime)
+            async with runtime.agents.open(options=OPTIONS) as after:
+                await before.run("delegate")
+                await after.run("two")
+                # A child created after install, run while its parent is idle.
+                late = await runtime.agents.create(options=OPTIONS, parent=after)
+                async with late:
+                    await late.agent.run("three")
+            await child.dispose()
+    turns = {attrs_of(s)["gen_ai.agent.id"]: s for s in recorder.named("invoke_agent")}
+    assert {k: attrs_of(s)["dsh.turn"] for k, s in turns.items()} == {
+        before.id: 2,
+        child.agent.id: 1,
+        after.id: 1,
+        late.agent.id: 1,
+    }
+    (tool,) = recorder.named("execute_tool")
+    assert parent_of(tool) == span_id(turns[before.id])
+    assert parent_of(turns[child.agent.id]) == span_id(tool)
+    assert turns[late.agent.id].parent is None  # "after" had no turn open
+    assert len(recorder.named("chat")) == 5
+    assert recorder.open_spans() == []
+
+
+async def test_an_agent_being_created_at_install_is_traced_once(
+    recorder: Recorder,
+) -> None:
+    # Installed from an agent/created listener: the agent is already listed as live
+    # and its agent/created is being dispatched, so both ways find it.
+    model = ScriptedModel(default=reply("ok"))
+    uninstalls: list[Any] = []
+    async with dsh.open_runtime(models={"scripted": model}) as runtime:
+
+        async def install(payload: dsh.AgentCreated) -> None:
+            await trio.lowlevel.checkpoint()
+            if not uninstalls:
+                uninstalls.append(recorder.install(runtime))
+
+        runtime.events.on("agent/created", install)
+        async with runtime.agents.open(options=OPTIONS) as agent:
+            assert subscriptions(agent) == [1]
+            await agent.run("one")
+        # Installed from a creation's setup: the agent is not listed yet, its
+        # agent/created is still to come.
+        uninstalls.pop()()
+
+        async def setup(scope: dsh.AgentScope, agent: dsh.Agent) -> None:
+            await trio.lowlevel.checkpoint()
+            uninstalls.append(recorder.install(runtime))
+
+        async with runtime.agents.open(options=OPTIONS, setup=setup) as second:
+            assert subscriptions(second) == [1]
+            await second.run("two")
+    ids = [attrs_of(s)["gen_ai.agent.id"] for s in recorder.named("invoke_agent")]
+    assert ids == [agent.id, second.id]
+
+
+async def test_uninstall_leaves_no_listener_and_no_subscription(
+    recorder: Recorder,
+) -> None:
+    model = ScriptedModel(hang("partial"), default=reply("ok"))
+    async with dsh.open_runtime(models={"scripted": model}) as runtime:
         bus = runtime.events
-        before = (
-            bus.has_listeners("session/event"),
-            bus.has_listeners("agent/disposed"),
-        )
-        uninstall = recorder.install(runtime)
-        assert bus.has_listeners("session/event")
-        assert bus.has_listeners("agent/disposed")
-        uninstall()
-        after = (
-            bus.has_listeners("session/event"),
-            bus.has_listeners("agent/disposed"),
-        )
-        assert after == before
+        names = ("session/event", "agent/created", "agent/disposed")
+        listeners = [bus.has_listeners(name) for name in names]
+        async with runtime.agents.open(options=OPTIONS) as before:
+            untraced = subscriptions(before)
+            uninstall = recorder.install(runtime)
+            # No runtime-wide relay of every append: each agent's own session.
+            assert not bus.has_listeners("session/event")
+            async with runtime.agents.open(options=OPTIONS) as after:
+                child = await runtime.agents.create(options=OPTIONS, parent=after)
+                gone = await runtime.agents.create(options=OPTIONS)
+                traced = subscriptions(before, after, child.agent, gone.agent)
+                assert traced == [n + 1 for n in untraced * 4]
+                # Disposing an agent ends its subscription.
+                await gone.dispose()
+                assert subscriptions(gone.agent) == untraced
+                before.followup(dsh.user_message("hang"))
+                await trio.testing.wait_all_tasks_blocked()
+                assert recorder.open_spans() == ["invoke_agent", "chat m1"]
+                uninstall()
+                assert recorder.open_spans() == []
+                assert subscriptions(before, after, child.agent) == untraced * 3
+                assert [bus.has_listeners(name) for name in names] == listeners
+                uninstall()  # idempotent
+                before.cancel(dsh.UserCancel())
+                await before.when_idle()
+                count = len(recorder.spans)
+                await after.run("after uninstall")
+                await child.agent.run("after uninstall")
+                assert len(recorder.spans) == count
+                await child.dispose()
 
 
 async def test_bad_include_content_is_refused(recorder: Recorder) -> None:

@@ -29,10 +29,12 @@ def instrument(
 ) -> Callable[[], None]:
     """Trace the turns, model attempts and tool calls of ``runtime``'s agents.
 
-    Registers two listeners on ``runtime.events`` (``session/event`` and
-    ``agent/disposed``) and returns the function that removes them. Nothing else
-    changes: a runtime that is not instrumented runs exactly as before, and an
-    instrumented one does only what those listeners do.
+    Subscribes to the session of each agent of ``runtime``: those live now and
+    those created later (an ``agent/created`` listener), each until the agent is
+    disposed (an ``agent/disposed`` listener); returns the function that removes
+    every one of those listeners. Nothing else changes: a runtime that is not
+    instrumented runs exactly as before, and an instrumented one does only what
+    those listeners do.
 
     **Spans** (OpenTelemetry GenAI semantic conventions):
 
@@ -86,7 +88,8 @@ def instrument(
     are not recorded here.
 
     Synchronous, never blocks. Call it before the turns it should see start: a turn
-    already running when it is installed is not traced.
+    already running when it is installed is not traced (the next turn of its agent
+    is).
 
     Example::
 
@@ -128,7 +131,7 @@ def instrument(
         from opentelemetry import metrics, trace
     except ImportError as exc:
         raise ImportError(MISSING_API, name=exc.name) from exc
-    from ._spans import Observer
+    from ._observer import Observer
 
     version = _version()
     tracer = trace.get_tracer("dsh_trio", version, tracer_provider=tracer_provider)
