@@ -5,10 +5,11 @@ same text turns, per chunk one checkpoint and a list append) is timed first, wit
 agent alive; then 10,000 agents are created in a fresh runtime, each with its
 agent-scoped ``agent/assistant-stream`` listener, run one untimed turn each, and the
 next turns of all of them run concurrently, timed. The runtime's turns are timed
-three ways, alternating: with CPython's collector as it comes, inside
-:func:`dsh_trio.nursery.agent_collector` (the agents frozen once created), and with
-the collector off (what the collector's walks cost). The figures are CPU µs per turn
-and the ratio to the floor of the same repetition.
+three ways, alternating: with the collector as the runtime leaves it (holding 10,000
+agents, it raises the generation thresholds itself), inside
+:func:`dsh_trio.nursery.agent_collector` (the agents frozen once created, too), and
+with the collector off (what the collector's walks cost). The figures are CPU µs per
+turn and the ratio to the floor of the same repetition.
 """
 
 from __future__ import annotations

@@ -1,27 +1,33 @@
-"""An opt-in garbage-collector setting for a process that holds many live agents.
+"""The garbage-collector settings for a process that holds many live agents.
 
 CPython's cyclic collector walks every tracked object of the oldest generation once
 the objects promoted since its last full walk reach a quarter of it. Thousands of
 live agents are hundreds of thousands of long-lived objects; many concurrent turns
 keep their short-lived objects alive long enough to be promoted, so full walks come
 often and each walks every agent again, and the walks can cost as much as the turns.
-:func:`agent_collector` moves what is alive when it starts (or when its
+
+A runtime holding at least :data:`MANY_AGENTS` live agents raises the generation
+thresholds itself (:class:`RuntimeCollector`) and puts them back once it holds fewer
+than half as many, or when it closes: what the turns' promoted short-lived objects cost
+in full walks mostly goes away, and nothing is frozen, so a disposed agent is still
+collected as soon as it is garbage. :func:`agent_collector` moves what is alive when it starts (or when its
 :meth:`~AgentCollector.freeze` is called, after the agents are created) out of the
 collector's sight (``gc.freeze()``) and raises the generation thresholds, and puts
-both back when it exits. It changes process-wide state, so a library never does it
-on its own: the application opts in.
+both back when it exits. Freezing hides garbage cycles from the collector until the
+objects are unfrozen, so a library never does it on its own: the application opts in.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
 import attrs
 
-__all__ = ["AgentCollector", "agent_collector"]
+__all__ = ["AgentCollector", "RuntimeCollector", "agent_collector"]
 
 #: The thresholds :func:`agent_collector` sets by default: a young collection every
 #: 10,000 net allocations (CPython's default is 700), the middle one every 20 young
@@ -90,3 +96,109 @@ def agent_collector(
     finally:
         gc.unfreeze()
         gc.set_threshold(*previous)
+
+
+#: Live agents of one runtime from which it raises the collector's thresholds.
+MANY_AGENTS: Final = 1_000
+#: What a runtime holding many agents raises the thresholds to (each one only
+#: raised, never lowered): young and middle collections ten times rarer than
+#: CPython's default, a full walk at most every 100 middle ones.
+RUNTIME_THRESHOLDS: Final = (10_000, 20, 100)
+
+
+class _Raised:
+    """The process-wide record of the runtimes that hold the thresholds raised.
+
+    Several runtimes (in one trio run, or in several threads) share the one
+    collector: the first holder raises the thresholds, the last one to let go puts
+    back what was there before, unless the application set thresholds of its own
+    meanwhile (those stay).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._before: tuple[int, int, int] | None = None
+        self._set: tuple[int, int, int] | None = None
+
+    def hold(self, thresholds: tuple[int, int, int]) -> None:
+        with self._lock:
+            self._holders += 1
+            if self._holders > 1:
+                return
+            before = gc.get_threshold()
+            if before[0] == 0:  # automatic collection is off: leave it so
+                return
+            raised = (
+                max(before[0], thresholds[0]),
+                max(before[1], thresholds[1]),
+                max(before[2], thresholds[2]),
+            )
+            if raised != before:
+                gc.set_threshold(*raised)
+                self._before, self._set = before, raised
+
+    def let_go(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders > 0 or self._set is None:
+                return
+            before, raised = self._before, self._set
+            self._before = self._set = None
+            if before is not None and gc.get_threshold() == raised:
+                gc.set_threshold(*before)
+
+
+_RAISED = _Raised()
+
+
+class RuntimeCollector:
+    """One runtime's part in the collector setting: raised while it holds many agents.
+
+    Runtime use only: the agent registry reports each agent it registers and
+    removes (:meth:`counted`), the runtime calls :meth:`close` when it exits, also
+    when its block raised or was cancelled. From ``many`` live agents on, the
+    thresholds are raised to ``thresholds`` (each one only raised: an application's
+    higher setting, or a collector turned off, is kept); below ``many // 2`` they
+    are put back. Nothing is frozen, so the collector still frees a disposed agent.
+    Process-wide: the first runtime to raise them and the last to let go decide,
+    and thresholds the application set while they were raised stay.
+
+    Example::
+
+        collector = RuntimeCollector(many=2)
+        collector.counted(2)  # the thresholds are raised
+        collector.close()  # and put back
+    """
+
+    __slots__ = ("_holding", "_many", "_thresholds")
+
+    def __init__(
+        self,
+        many: int = MANY_AGENTS,
+        thresholds: tuple[int, int, int] = RUNTIME_THRESHOLDS,
+    ) -> None:
+        self._many = many
+        self._thresholds = thresholds
+        self._holding = False
+
+    @property
+    def holding(self) -> bool:
+        """Whether this runtime holds the thresholds raised now."""
+        return self._holding
+
+    def counted(self, live: int) -> None:
+        """The runtime holds ``live`` agents now (after one was added or removed)."""
+        if self._holding:
+            if live < self._many // 2:
+                self._holding = False
+                _RAISED.let_go()
+        elif live >= self._many:
+            self._holding = True
+            _RAISED.hold(self._thresholds)
+
+    def close(self) -> None:
+        """The runtime exits: put the thresholds back (if this was the last holder)."""
+        if self._holding:
+            self._holding = False
+            _RAISED.let_go()
