@@ -47,22 +47,60 @@ async def _create_many(runtime: dsh.Runtime, n: int) -> list[dsh.AgentHandle]:
 
 def test_it_raises_from_many_agents_and_puts_back_below_half() -> None:
     collector = RuntimeCollector(many=4, thresholds=(9_000, 30, 90))
-    collector.counted(3)
+    collector.added(3)
     assert gc.get_threshold() == CPYTHON and not collector.holding
-    collector.counted(4)
+    collector.added(4)
     assert gc.get_threshold() == (9_000, 30, 90) and collector.holding
-    collector.counted(2)  # half of many: still held (no flapping at the edge)
+    collector.removed(3)
+    collector.removed(2)  # half of many: still held (no flapping at the edge)
     assert gc.get_threshold() == (9_000, 30, 90)
-    collector.counted(1)
+    collector.removed(1)
     assert gc.get_threshold() == CPYTHON and not collector.holding
     collector.close()  # nothing held: nothing changes
     assert gc.get_threshold() == CPYTHON
 
 
+def test_once_closed_it_raises_them_no_more() -> None:
+    collector = RuntimeCollector(many=1)
+    collector.added(1)
+    collector.close()
+    assert gc.get_threshold() == CPYTHON
+    collector.added(2)  # the runtime is disposing its agents
+    assert gc.get_threshold() == CPYTHON and not collector.holding
+
+
+def _full_collections() -> int:
+    return int(gc.get_stats()[2]["collections"])
+
+
+def test_a_quarter_of_the_live_agents_disposed_runs_a_full_collection() -> None:
+    collector = RuntimeCollector(many=8)
+    collector.added(8)
+    full = _full_collections()
+    collector.removed(7)  # one disposed: less than a quarter of 7
+    assert _full_collections() == full
+    collector.removed(6)  # two: a quarter of 6 and more
+    assert _full_collections() == full + 1
+    collector.removed(5)  # counted from the last full collection again
+    assert _full_collections() == full + 1
+    collector.close()
+
+
+def test_a_full_collection_meanwhile_starts_the_count_again() -> None:
+    collector = RuntimeCollector(many=8)
+    collector.added(8)
+    collector.removed(7)
+    gc.collect()  # the application's, or CPython's own
+    full = _full_collections()
+    collector.removed(6)  # the first disposal since that collection
+    assert _full_collections() == full
+    collector.close()
+
+
 def test_it_only_raises_and_keeps_a_higher_setting_of_the_application() -> None:
     gc.set_threshold(50_000, 5, 200)
     collector = RuntimeCollector(many=1, thresholds=(10_000, 20, 100))
-    collector.counted(1)
+    collector.added(1)
     assert gc.get_threshold() == (50_000, 20, 200)
     collector.close()
     assert gc.get_threshold() == (50_000, 5, 200)
@@ -71,7 +109,7 @@ def test_it_only_raises_and_keeps_a_higher_setting_of_the_application() -> None:
 def test_collection_turned_off_by_threshold_stays_off() -> None:
     gc.set_threshold(0, 10, 10)
     collector = RuntimeCollector(many=1)
-    collector.counted(1)
+    collector.added(1)
     assert gc.get_threshold() == (0, 10, 10)
     collector.close()
     assert gc.get_threshold() == (0, 10, 10)
@@ -79,7 +117,7 @@ def test_collection_turned_off_by_threshold_stays_off() -> None:
 
 def test_thresholds_the_application_sets_meanwhile_stay() -> None:
     collector = RuntimeCollector(many=1)
-    collector.counted(1)
+    collector.added(1)
     gc.set_threshold(1_234, 5, 6)
     collector.close()
     assert gc.get_threshold() == (1_234, 5, 6)
@@ -87,8 +125,8 @@ def test_thresholds_the_application_sets_meanwhile_stay() -> None:
 
 def test_several_runtimes_share_it_and_the_last_to_let_go_restores() -> None:
     first, second = RuntimeCollector(many=1), RuntimeCollector(many=1)
-    first.counted(1)
-    second.counted(1)
+    first.added(1)
+    second.added(1)
     first.close()
     assert gc.get_threshold() == RUNTIME_THRESHOLDS  # the second still holds it
     second.close()
@@ -148,3 +186,18 @@ async def test_a_disposed_agent_is_collected_while_they_are_raised() -> None:
         assert ref() is None
         assert session_ref() is None
         assert gc.get_freeze_count() == 0  # nothing is hidden from the collector
+
+
+async def test_the_runtime_frees_disposed_agents_without_being_asked() -> None:
+    live = MANY_AGENTS + MANY_AGENTS // 5
+    async with dsh.open_runtime(models=_models()) as runtime:
+        handles = await _create_many(runtime, live)
+        assert gc.get_threshold() == RUNTIME_THRESHOLDS
+        first = weakref.ref(handles[0].agent)
+        await handles.pop(0).dispose()
+        assert first() is not None  # a cycle: refcounts alone do not free it
+        # Disposed since: d; live now: live - d; a quarter: 4 d >= live - d.
+        for _ in range(live // 5 - 1):
+            await handles.pop(0).dispose()
+        assert gc.get_threshold() == RUNTIME_THRESHOLDS
+        assert first() is None  # collected by the runtime

@@ -9,8 +9,9 @@ often and each walks every agent again, and the walks can cost as much as the tu
 A runtime holding at least :data:`MANY_AGENTS` live agents raises the generation
 thresholds itself (:class:`RuntimeCollector`) and puts them back once it holds fewer
 than half as many, or when it closes: what the turns' promoted short-lived objects cost
-in full walks mostly goes away, and nothing is frozen, so a disposed agent is still
-collected as soon as it is garbage. :func:`agent_collector` moves what is alive when it starts (or when its
+in full walks mostly goes away. Nothing is frozen; a disposed agent, which only a full
+collection frees, is freed by one the runtime runs once a quarter of its agents have
+been disposed since the last. :func:`agent_collector` moves what is alive when it starts (or when its
 :meth:`~AgentCollector.freeze` is called, after the agents are created) out of the
 collector's sight (``gc.freeze()``) and raises the generation thresholds, and puts
 both back when it exits. Freezing hides garbage cycles from the collector until the
@@ -152,26 +153,35 @@ class _Raised:
 _RAISED = _Raised()
 
 
+def _full_collections() -> int:
+    """How many full collections this process has run so far."""
+    return int(gc.get_stats()[2]["collections"])
+
+
 class RuntimeCollector:
     """One runtime's part in the collector setting: raised while it holds many agents.
 
-    Runtime use only: the agent registry reports each agent it registers and
-    removes (:meth:`counted`), the runtime calls :meth:`close` when it exits, also
-    when its block raised or was cancelled. From ``many`` live agents on, the
-    thresholds are raised to ``thresholds`` (each one only raised: an application's
-    higher setting, or a collector turned off, is kept); below ``many // 2`` they
-    are put back. Nothing is frozen, so the collector still frees a disposed agent.
-    Process-wide: the first runtime to raise them and the last to let go decide,
-    and thresholds the application set while they were raised stay.
+    Runtime use only: the agent registry reports each agent it registers
+    (:meth:`added`) and removes (:meth:`removed`), and calls :meth:`close` once the
+    runtime starts closing; the runtime calls it again when it exits, also when its
+    block raised or was cancelled. From ``many`` live agents on, the thresholds are
+    raised to ``thresholds`` (each one only raised: an application's higher
+    setting, or a collector turned off, is kept); below ``many // 2`` they are put
+    back. Nothing is frozen, but with the oldest threshold raised a full collection
+    comes rarely, and a disposed agent is a cycle only a full collection frees: so
+    while the thresholds are raised, once the agents disposed since the last full
+    collection reach a quarter of the live ones, the runtime runs one itself.
+    Process-wide: the first runtime to raise the thresholds and the last to let go
+    decide, and thresholds the application set while they were raised stay.
 
     Example::
 
         collector = RuntimeCollector(many=2)
-        collector.counted(2)  # the thresholds are raised
+        collector.added(2)  # the thresholds are raised
         collector.close()  # and put back
     """
 
-    __slots__ = ("_holding", "_many", "_thresholds")
+    __slots__ = ("_closed", "_disposed", "_full", "_holding", "_many", "_thresholds")
 
     def __init__(
         self,
@@ -181,24 +191,47 @@ class RuntimeCollector:
         self._many = many
         self._thresholds = thresholds
         self._holding = False
+        self._closed = False
+        #: Agents disposed since the full collection counted in ``_full``.
+        self._disposed = 0
+        self._full = 0
 
     @property
     def holding(self) -> bool:
         """Whether this runtime holds the thresholds raised now."""
         return self._holding
 
-    def counted(self, live: int) -> None:
-        """The runtime holds ``live`` agents now (after one was added or removed)."""
-        if self._holding:
-            if live < self._many // 2:
-                self._holding = False
-                _RAISED.let_go()
-        elif live >= self._many:
+    def added(self, live: int) -> None:
+        """An agent was registered: the runtime holds ``live`` agents now."""
+        if live >= self._many and not self._holding and not self._closed:
             self._holding = True
+            self._disposed = 0
+            self._full = _full_collections()
             _RAISED.hold(self._thresholds)
 
+    def removed(self, live: int) -> None:
+        """An agent was removed (disposed): the runtime holds ``live`` agents now.
+
+        May run a full collection (see the class); synchronous.
+        """
+        if not self._holding:
+            return
+        if live < self._many // 2:
+            self._holding = False
+            _RAISED.let_go()
+            return
+        full = _full_collections()
+        if full != self._full:  # one ran since: it freed the agents disposed before it
+            self._full, self._disposed = full, 0
+        self._disposed += 1
+        if self._disposed * 4 >= live:
+            gc.collect()
+            self._full, self._disposed = _full_collections(), 0
+
     def close(self) -> None:
-        """The runtime exits: put the thresholds back (if this was the last holder)."""
+        """The runtime is closing: put the thresholds back (if this was the last
+        holder) and raise them no more. Idempotent."""
+        self._closed = True
         if self._holding:
             self._holding = False
             _RAISED.let_go()

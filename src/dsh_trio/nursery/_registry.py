@@ -229,7 +229,7 @@ class AgentRegistry:
         if entry is not None and entry.agent is agent:
             del self._entries[agent.id]
             self._bus._owners_changed()  # its owner is gone from the bus
-            self._collector.counted(len(self._entries))
+            self._collector.removed(len(self._entries))
 
     def _forget_session(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:
@@ -402,7 +402,7 @@ class AgentRegistry:
         entry = _Entry(handle, work, parent)
         self._entries[session.id] = entry
         self._bus._owners_changed()  # the bus now sees its owner
-        self._collector.counted(len(self._entries))
+        self._collector.added(len(self._entries))
         if plan is not None:  # no checkpoint since the plan was made: it is still live
             self._presets.join(agent, plan)
         try:
@@ -535,6 +535,8 @@ class AgentRegistry:
         Raises:
             ExceptionGroup: the failures of the disposals that failed.
         """
+        # Disposing every agent: the collector's setting is put back first.
+        self._collector.close()
         await self._starts.aclose()
         await trio.lowlevel.checkpoint()
         errors: builtins.list[Exception] = []

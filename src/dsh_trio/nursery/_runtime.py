@@ -415,12 +415,15 @@ async def open_runtime(
     thresholds of CPython's collector (``gc.set_threshold``) to at least
     ``(10_000, 20, 100)``: the short-lived objects of thousands of turns in flight
     then stop triggering full walks of every agent. It puts back the thresholds it
-    found once it holds fewer than 500, and when the block is left (also when it
-    raised or was cancelled). It only ever raises them: an application's higher
-    setting, or automatic collection turned off, is kept, and thresholds the
-    application sets while they are raised stay when the runtime lets go. Several
-    runtimes in one process share the setting (the last to let go restores it).
-    Nothing is frozen: a disposed agent is freed by the collector as before.
+    found once it holds fewer than 500, and when the block is left or starts
+    disposing its agents (also when it raised or was cancelled). It only ever
+    raises them: an application's higher setting, or a first threshold of 0, is
+    kept, and thresholds the application sets while they are raised stay when the
+    runtime lets go. Several runtimes in one process share the setting (the last to
+    let go restores it). Nothing is frozen: while the thresholds are raised, once
+    the agents disposed since the last full collection reach a quarter of the live
+    ones, the runtime runs a full collection (``gc.collect()``) itself, so disposed
+    agents are freed about as soon as CPython's own setting would free them.
     Freezing the agents as well is the opt-in
     :func:`~dsh_trio.nursery.agent_collector`.
 
