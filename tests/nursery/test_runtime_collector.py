@@ -26,11 +26,23 @@ OPTIONS = dsh.AgentOptions(provider="scripted", model="m")
 CPYTHON = (700, 10, 10)
 
 
+_made: list[RuntimeCollector] = []
+
+
+def _collector(many: int) -> RuntimeCollector:
+    """A collector the test's teardown closes (a failed test leaves nothing held)."""
+    made = RuntimeCollector(many=many)
+    _made.append(made)
+    return made
+
+
 @pytest.fixture(autouse=True)
 def _restore_collector() -> Iterator[None]:
     before = gc.get_threshold()
     gc.set_threshold(*CPYTHON)
     yield
+    while _made:
+        _made.pop().close()
     gc.set_threshold(*before)
 
 
@@ -47,6 +59,7 @@ async def _create_many(runtime: dsh.Runtime, n: int) -> list[dsh.AgentHandle]:
 
 def test_it_raises_from_many_agents_and_puts_back_below_half() -> None:
     collector = RuntimeCollector(many=4, thresholds=(9_000, 30, 90))
+    _made.append(collector)
     collector.added(3)
     assert gc.get_threshold() == CPYTHON and not collector.holding
     collector.added(4)
@@ -61,7 +74,7 @@ def test_it_raises_from_many_agents_and_puts_back_below_half() -> None:
 
 
 def test_once_closed_it_raises_them_no_more() -> None:
-    collector = RuntimeCollector(many=1)
+    collector = _collector(many=1)
     collector.added(1)
     collector.close()
     assert gc.get_threshold() == CPYTHON
@@ -74,7 +87,7 @@ def _full_collections() -> int:
 
 
 def test_a_quarter_of_the_live_agents_disposed_runs_a_full_collection() -> None:
-    collector = RuntimeCollector(many=8)
+    collector = _collector(many=8)
     collector.added(8)
     full = _full_collections()
     collector.removed(7)  # one disposed: less than a quarter of 7
@@ -87,7 +100,7 @@ def test_a_quarter_of_the_live_agents_disposed_runs_a_full_collection() -> None:
 
 
 def test_a_full_collection_meanwhile_starts_the_count_again() -> None:
-    collector = RuntimeCollector(many=8)
+    collector = _collector(many=8)
     collector.added(8)
     collector.removed(7)
     gc.collect()  # the application's, or CPython's own
@@ -100,6 +113,7 @@ def test_a_full_collection_meanwhile_starts_the_count_again() -> None:
 def test_it_only_raises_and_keeps_a_higher_setting_of_the_application() -> None:
     gc.set_threshold(50_000, 5, 200)
     collector = RuntimeCollector(many=1, thresholds=(10_000, 20, 100))
+    _made.append(collector)
     collector.added(1)
     assert gc.get_threshold() == (50_000, 20, 200)
     collector.close()
@@ -108,7 +122,7 @@ def test_it_only_raises_and_keeps_a_higher_setting_of_the_application() -> None:
 
 def test_collection_turned_off_by_threshold_stays_off() -> None:
     gc.set_threshold(0, 10, 10)
-    collector = RuntimeCollector(many=1)
+    collector = _collector(many=1)
     collector.added(1)
     assert gc.get_threshold() == (0, 10, 10)
     collector.close()
@@ -116,7 +130,7 @@ def test_collection_turned_off_by_threshold_stays_off() -> None:
 
 
 def test_thresholds_the_application_sets_meanwhile_stay() -> None:
-    collector = RuntimeCollector(many=1)
+    collector = _collector(many=1)
     collector.added(1)
     gc.set_threshold(1_234, 5, 6)
     collector.close()
@@ -124,7 +138,7 @@ def test_thresholds_the_application_sets_meanwhile_stay() -> None:
 
 
 def test_several_runtimes_share_it_and_the_last_to_let_go_restores() -> None:
-    first, second = RuntimeCollector(many=1), RuntimeCollector(many=1)
+    first, second = _collector(many=1), _collector(many=1)
     first.added(1)
     second.added(1)
     first.close()
