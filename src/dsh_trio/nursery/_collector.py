@@ -11,7 +11,9 @@ thresholds itself (:class:`RuntimeCollector`) and puts them back once it holds f
 than half as many, or when it closes: what the turns' promoted short-lived objects cost
 in full walks mostly goes away. Nothing is frozen; a disposed agent, which only a full
 collection frees, is freed by one the runtime runs once a quarter of its agents have
-been disposed since the last. :func:`agent_collector` moves what is alive when it starts (or when its
+been disposed since the last.
+
+:func:`agent_collector` moves what is alive when it starts (or when its
 :meth:`~AgentCollector.freeze` is called, after the agents are created) out of the
 collector's sight (``gc.freeze()``) and raises the generation thresholds, and puts
 both back when it exits. Freezing hides garbage cycles from the collector until the
