@@ -5,10 +5,12 @@ same text turns, per chunk one checkpoint and a list append) is timed first, wit
 agent alive; then 10,000 agents are created in a fresh runtime, each with its
 agent-scoped ``agent/assistant-stream`` listener, run one untimed turn each, and the
 next turns of all of them run concurrently, timed. The runtime's turns are timed
-three ways, alternating: with CPython's collector as it comes, inside
-:func:`dsh_trio.nursery.agent_collector` (the agents frozen once created), and with
-the collector off (what the collector's walks cost). The figures are CPU µs per turn
-and the ratio to the floor of the same repetition.
+three ways, alternating: with the collector as the runtime leaves it (holding 10,000
+agents, it raises the generation thresholds itself), inside
+:func:`dsh_trio.nursery.agent_collector` (the agents frozen once created, too), and
+with the collector off (what the collector's walks cost). The figures are CPU µs per
+turn and the ratio to the floor of the same repetition; with them, the objects the
+collector tracks per agent once its turns are done (what every full walk visits).
 """
 
 from __future__ import annotations
@@ -58,8 +60,19 @@ async def _floor(agents: int, turns: int, texts: tuple[str, ...]) -> float:
     return t.cpu_ns / (agents * turns) / 1000
 
 
-async def _runtime(agents: int, turns: int, mode: str, deltas: int) -> float:
+def _tracked() -> int:
+    """The objects the collector tracks now, after a full collection."""
+    gc.collect()
+    return len(gc.get_objects())
+
+
+async def _runtime(
+    agents: int, turns: int, mode: str, deltas: int, objects: list[float]
+) -> float:
+    """CPU µs per turn; in the default mode, appends the collector-tracked objects
+    per agent (after its turns) to ``objects``."""
     model = ScriptedModel(default=scripted_reply())
+    before = _tracked() if mode == "default" else 0
     async with bench_runtime(model) as runtime:
         counter = LiveCounter()
         handles = []
@@ -93,35 +106,39 @@ async def _runtime(agents: int, turns: int, mode: str, deltas: int) -> float:
             with timed() as t:
                 await _together(many, group)
         assert counter.n == agents * turns * deltas, counter.n
+        if mode == "default":
+            model.requests.clear()
+            objects.append((_tracked() - before) / agents)
     return t.cpu_ns / (agents * turns) / 1000
 
 
 def _measure(
     agents: int, turns: int, reps: int
-) -> dict[str, list[tuple[float, float]]]:
-    """(floor, runtime) CPU µs/turn per repetition and mode."""
+) -> tuple[dict[str, list[tuple[float, float]]], list[float]]:
+    """(floor, runtime) CPU µs/turn per repetition and mode; tracked objects per
+    agent after its turns, per repetition."""
     out: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
+    objects: list[float] = []
     texts = reply_texts()
 
     async def main() -> None:
         await _floor(agents // 10, 1, texts)  # warm-up
-        await _runtime(agents // 10, 1, "default", len(texts))
+        await _runtime(agents // 10, 1, "default", len(texts), [])
         for _ in range(reps):
             for mode in MODES:
                 floor = await _floor(agents, turns, texts)
-                out[mode].append(
-                    (floor, await _runtime(agents, turns, mode, len(texts)))
-                )
+                runtime = await _runtime(agents, turns, mode, len(texts), objects)
+                out[mode].append((floor, runtime))
 
     trio.run(main)
-    return out
+    return out, objects
 
 
 def run(ctx: Context) -> list[Row]:
     """Run W3-10k; per mode the runtime's CPU µs/turn and its ratio to the floor."""
     agents = ctx.size(10_000, 1_000)
     turns = 2
-    results = _measure(agents, turns, ctx.repetitions)
+    results, objects = _measure(agents, turns, ctx.repetitions)
     for mode, pairs in results.items():
         ctx.log(
             f"W3-10k {mode}: "
@@ -155,4 +172,13 @@ def run(ctx: Context) -> list[Row]:
                 note="floor measured just before, same process",
             ),
         ]
+    rows.append(
+        Row(
+            workload=NAME,
+            metric="objects the collector tracks per agent",
+            unit="",
+            samples=tuple(objects),
+            note=f"after {turns + 1} turns each, collected; what every full walk visits",
+        )
+    )
     return rows

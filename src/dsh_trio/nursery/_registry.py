@@ -32,6 +32,7 @@ from ..values import (
     SessionId,
     now_ms,
 )
+from ._collector import RuntimeCollector
 from ._declared import DeclaredStarts
 from ._handle import AgentHandle, _Disposal, disposing, start_recording
 from ._header import header_fields
@@ -88,6 +89,7 @@ class AgentRegistry:
         persistence: SessionPersistence | None,
         presets: PresetRegistry,
         sessions: dict[SessionId, Session],
+        collector: RuntimeCollector | None = None,
     ) -> None:
         self._services = services
         self._bus: EventBus = services.bus
@@ -95,6 +97,8 @@ class AgentRegistry:
         self._presets = presets
         self._sessions = sessions
         self._entries: dict[SessionId, _Entry] = {}
+        # Told the live count as it changes: many agents raise the thresholds.
+        self._collector = collector if collector is not None else RuntimeCollector()
         self._starts = DeclaredStarts(
             self, spawn=services.spawn, bus=self._bus, persistence=persistence
         )
@@ -199,6 +203,7 @@ class AgentRegistry:
         if entry is not None and entry.agent is agent:
             del self._entries[agent.id]
             self._bus._owners_changed()  # its owner is gone from the bus
+            self._collector.removed(len(self._entries))
 
     def _forget_session(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:
@@ -361,6 +366,7 @@ class AgentRegistry:
         entry = _Entry(handle, work, parent)
         self._entries[session.id] = entry
         self._bus._owners_changed()  # the bus now sees its owner
+        self._collector.added(len(self._entries))
         if plan is not None:  # no checkpoint since the plan was made: it is still live
             self._presets.join(agent, plan)
         try:
@@ -493,6 +499,8 @@ class AgentRegistry:
         Raises:
             ExceptionGroup: the failures of the disposals that failed.
         """
+        # Disposing every agent: the collector's setting is put back first.
+        self._collector.close()
         await self._starts.aclose()
         await trio.lowlevel.checkpoint()
         errors: builtins.list[Exception] = []

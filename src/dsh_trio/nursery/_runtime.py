@@ -34,6 +34,7 @@ from ..values import (
     UserMessage,
     to_json,
 )
+from ._collector import RuntimeCollector
 from ._fleet import serve
 from ._mail import MailRoom, encode_cancel, pg_store
 from ._registry import AgentRegistry
@@ -210,6 +211,7 @@ class Runtime:
         tools: ToolRegistry,
         max_parallel_tool_calls: int,
         profile: str | os.PathLike[str] | None = None,
+        collector: RuntimeCollector | None = None,
     ) -> None:
         self._nursery = nursery
         self.default_model = DefaultModel(profile)
@@ -241,7 +243,9 @@ class Runtime:
             tools=CompositionTools(tools, self.presets),
             composition=CompositionSections(self.presets),
         )
-        self.agents = AgentRegistry(self._services, persistence, self.presets, sessions)
+        self.agents = AgentRegistry(
+            self._services, persistence, self.presets, sessions, collector
+        )
         if isinstance(persistence, PostgresPersistence):
             # Whoever holds a session delivers its mail, serving or not.
             self.events.on("agent/created", self._deliver_mail)
@@ -407,6 +411,22 @@ async def open_runtime(
     exception group (``except*`` on the block's exception matches); disposal
     failures alone are raised as an :class:`ExceptionGroup`.
 
+    While the runtime holds 1,000 live agents or more, it raises the generation
+    thresholds of CPython's collector (``gc.set_threshold``) to at least
+    ``(10_000, 20, 100)``: the short-lived objects of thousands of turns in flight
+    then stop triggering full walks of every agent. It puts back the thresholds it
+    found once it holds fewer than 500, and when the block is left or starts
+    disposing its agents (also when it raised or was cancelled). It only ever
+    raises them: an application's higher setting, or a first threshold of 0, is
+    kept, and thresholds the application sets while they are raised stay when the
+    runtime lets go. Several runtimes in one process share the setting (the last to
+    let go restores it). Nothing is frozen: while the thresholds are raised, once
+    the agents disposed since the last full collection reach a quarter of the live
+    ones, the runtime runs a full collection (``gc.collect()``) itself, so disposed
+    agents are freed about as soon as CPython's own setting would free them.
+    Freezing the agents as well is the opt-in
+    :func:`~dsh_trio.nursery.agent_collector`.
+
     Example::
 
         async with dsh.open_runtime(models={"scripted": ScriptedModel(reply("hi"))}) as rt:
@@ -463,28 +483,36 @@ async def _runtime_block(
     loaded: RuntimeConfig | None,
     **kwargs: Any,
 ) -> AsyncIterator[Runtime]:
-    """The nursery of :func:`open_runtime`: compose, yield, then dispose everything."""
+    """The nursery of :func:`open_runtime`: compose, yield, then dispose everything.
+
+    The collector's thresholds, raised while the runtime holds many agents, are put
+    back once it has closed, however it exits.
+    """
     failed: Exception | None = None
-    async with trio.open_nursery() as nursery:
-        runtime = Runtime(nursery, **kwargs)
-        install_retry_listener(runtime.events, runtime.models)
-        for provider, adapter in models.items():
-            runtime.models.register(provider, adapter, retry_policy=RetryPolicy())
-        try:
-            await _compose(runtime, presets, default_preset, loaded)
-        except Exception as exc:  # raised bare below, once the nursery has closed
-            with trio.CancelScope(shield=True):
-                await _close_after(runtime, exc)
-            failed = exc
-        else:
+    collector = RuntimeCollector()
+    try:
+        async with trio.open_nursery() as nursery:
+            runtime = Runtime(nursery, collector=collector, **kwargs)
+            install_retry_listener(runtime.events, runtime.models)
+            for provider, adapter in models.items():
+                runtime.models.register(provider, adapter, retry_policy=RetryPolicy())
             try:
-                yield runtime
-            except BaseException as exc:
+                await _compose(runtime, presets, default_preset, loaded)
+            except Exception as exc:  # raised bare below, once the nursery has closed
                 with trio.CancelScope(shield=True):
                     await _close_after(runtime, exc)
-                raise
-            with trio.CancelScope(shield=True):
-                await _aclose(runtime)
+                failed = exc
+            else:
+                try:
+                    yield runtime
+                except BaseException as exc:
+                    with trio.CancelScope(shield=True):
+                        await _close_after(runtime, exc)
+                    raise
+                with trio.CancelScope(shield=True):
+                    await _aclose(runtime)
+    finally:
+        collector.close()
     if failed is not None:
         raise failed
 
