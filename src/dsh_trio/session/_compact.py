@@ -45,6 +45,10 @@ BLOCK_LINES: Final = 128
 #: this many.
 CHUNK_LINES: Final = 64
 _LEVEL: Final = 1  # fastest zlib level; JSON lines compress well even so
+#: The zlib level of a log writer's chunks: compressed off the event loop, where
+#: the default level's fifth less of held bytes is worth its twice the time (about
+#: 2 µs a line).
+_CHUNK_LEVEL: Final = 6
 _RECENT_MAX: Final = 256  # decoded events kept for repeated reads
 _UNKNOWN_TYPE: Final = 255  # the type code of an event whose type is not indexed
 
@@ -197,7 +201,7 @@ class LineChunks:
         self._count += count
         if self._count >= CHUNK_LINES:
             data = b"".join(self._parts)
-            chunk = (self._start, self._count, zlib.compress(data[:-1], _LEVEL))
+            chunk = (self._start, self._count, zlib.compress(data[:-1], _CHUNK_LEVEL))
             self._parts = []
             self._count = 0
             with self._lock:
