@@ -207,7 +207,7 @@ def _position(nodes: array[int], seq: object) -> int | None:
     if seq.__class__ is not int:
         return None
     try:
-        return nodes.index(seq)  # type: ignore[arg-type]  # an int, checked above
+        return nodes.index(seq)
     except ValueError:
         return None
 
