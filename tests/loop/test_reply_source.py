@@ -19,7 +19,9 @@ def _replayed(state: str) -> dsh.testing.Script:
 
 def _replies(agent: dsh.Agent) -> list[dsh.AssistantMessage]:
     return [
-        m for m in agent.session.derive_messages() if isinstance(m, dsh.AssistantMessage)
+        m
+        for m in agent.session.derive_messages()
+        if isinstance(m, dsh.AssistantMessage)
     ]
 
 
