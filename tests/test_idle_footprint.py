@@ -57,13 +57,12 @@ def _shares_empty_stores(session: Session) -> bool:
     surface = session._surface
     return (
         surface.nodes is _surface._NO_NODES
-        and surface._pos is _surface._NO_POS
         and session._history._items is _history._NO_ITEMS
     )
 
 
 def _shared_stores_are_empty() -> bool:
-    return not (_surface._NO_NODES or _surface._NO_POS or _history._NO_ITEMS)
+    return not (_surface._NO_NODES or _history._NO_ITEMS)
 
 
 # --------------------------------------------------------------------------- sessions
@@ -91,7 +90,6 @@ def test_the_first_surface_event_makes_the_sessions_own_stores() -> None:
     session, idle = Session.create("s"), Session.create("idle")
     session.append("user/message", user_message("a", id="u1"), surface_op="append")
     assert session._surface.nodes is not _surface._NO_NODES
-    assert session._surface._pos is not _surface._NO_POS
     assert session.surface == (0,)
     assert [m.id for m in session.derive_messages()] == ["u1"]
     assert session._history._items is not _history._NO_ITEMS
@@ -143,12 +141,11 @@ def test_a_surface_is_its_own_fold() -> None:
 def test_copying_a_surface_shares_only_empty_stores() -> None:
     events = DecodedEvents()
     empty = Surface(events).copy(events)
-    assert empty.nodes is _surface._NO_NODES and empty._pos is _surface._NO_POS
+    assert empty.nodes is _surface._NO_NODES
     session = Session.create("s")
     session.append("user/message", user_message("a", id="u1"), surface_op="append")
     copy = session._surface.copy(session._events)
-    assert copy.nodes == [0] and copy.nodes is not session._surface.nodes
-    assert copy._pos == {0: 0} and copy._pos is not session._surface._pos
+    assert list(copy.nodes) == [0] and copy.nodes is not session._surface.nodes
 
 
 def test_the_session_id_is_the_headers() -> None:

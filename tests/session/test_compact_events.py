@@ -747,3 +747,25 @@ async def test_an_iteration_follows_events_that_settle_meanwhile() -> None:
     assert events.adopt_lines(0, 6, chunk)
     got.extend(it)
     assert got == seen
+
+
+def test_a_writers_chunks_use_the_lines_vocabulary_as_a_preset_dictionary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_compact, "CHUNK_LINES", 12)
+    seen = list(_session(3).events)
+    lines = encode_events(seen).split(b"\n")[:-1]
+    chunks = _compact.LineChunks()
+    chunks.add(0, b"".join(x + b"\n" for x in lines[:12]), 12)
+    ((start, count, chunk),) = chunks.take()
+    plain = zlib.compress(b"\n".join(lines[:12]), 6)
+    # The chunk asks for the dictionary (zlib's FDICT flag) and is the smaller for it.
+    assert chunk[1] & 0x20 and not plain[1] & 0x20
+    assert len(chunk) < len(plain) * 0.9
+    with pytest.raises(zlib.error):
+        zlib.decompress(chunk)
+    # Either reads back.
+    for packed in (chunk, plain):
+        events = DecodedEvents(seen)
+        assert events.adopt_lines(start, count, packed)
+        assert list(events) == seen and [events[i] for i in range(12)] == seen[:12]

@@ -23,6 +23,7 @@ from ..values import (
     AssistantMessageData,
     Finish,
     FinishReason,
+    JsonValue,
     LlmFailure,
     ModelSource,
     SessionEvent,
@@ -320,12 +321,27 @@ _stream_chunk = builder(StreamChunkFrame)
 _assistant_stream = builder(AssistantStream)
 
 
+#: The source of the last reply without replay state: the next reply of the same
+#: model shares it (a frozen value), so a long session's history holds one source
+#: per model rather than one per reply.
+_last_source: list[ModelSource] = [ModelSource("", "")]
+
+
+def _source(request: ModelRequest, replay_state: JsonValue) -> ModelSource:
+    """``ModelSource(request.provider, request.model, replay_state)``, shared when
+    it equals the last one without replay state."""
+    if replay_state is not None:
+        return _model_source(request.provider, request.model, replay_state)
+    source = _last_source[0]
+    if source.model != request.model or source.provider != request.provider:
+        source = _last_source[0] = _model_source(request.provider, request.model, None)
+    return source
+
+
 def _reply(request: ModelRequest, assembler: BlockAssembler) -> AssistantMessage:
     """The message of a stream that finished normally (with its replay state)."""
     return _assistant_message(
-        new_message_id(),
-        assembler.blocks(),
-        _model_source(request.provider, request.model, assembler.replay_state),
+        new_message_id(), assembler.blocks(), _source(request, assembler.replay_state)
     )
 
 
@@ -343,8 +359,4 @@ def _prefix(
         return None
     # ``AssistantMessage(id, content, ModelSource(provider, model))``: the parts are
     # the request's route and blocks the assembler built.
-    return _assistant_message(
-        new_message_id(),
-        content,
-        _model_source(request.provider, request.model, None),
-    )
+    return _assistant_message(new_message_id(), content, _source(request, None))

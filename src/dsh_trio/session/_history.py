@@ -6,6 +6,7 @@ out :class:`DerivedMessages` snapshots of it in O(1).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, overload
 
@@ -115,7 +116,7 @@ class HistoryFold:
 
     # The surface's: the log, its node seqs in order, its replace-op count.
     _events: Sequence[SessionEvent]
-    nodes: list[int]
+    nodes: array[int]
     generation: int
 
     def _start_fold(self) -> None:

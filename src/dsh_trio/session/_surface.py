@@ -14,6 +14,7 @@ in ``source_event_seqs``) with the event. A ``tool/result`` may replace exactly 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Final, TypeAlias
 
@@ -40,25 +41,25 @@ APPEND: Final[tuple[int, int]] = (-1, -1)
 #: :data:`APPEND`, or the ``(i, j)`` index range of the replaced nodes.
 Plan: TypeAlias = tuple[int, int] | None
 
-# The shared stores of a surface with no node yet (never mutated): a session that
-# never had a surface event (an idle agent's) pays nothing for its own.
-_NO_NODES: Final[list[int]] = []
-_NO_POS: Final[dict[int, int]] = {}
+# The shared node store of a surface with no node yet (never mutated): a session
+# that never had a surface event (an idle agent's) pays nothing for its own.
+_NO_NODES: Final[array[int]] = array("q")
 
 
 @attrs.define(eq=False, weakref_slot=False)
 class Surface(HistoryFold):
-    """The current surface nodes of one session log, with an index of their positions,
-    and the messages they fold into (:meth:`snapshot`, from :class:`HistoryFold`).
+    """The current surface nodes of one session log, and the messages they fold
+    into (:meth:`snapshot`, from :class:`HistoryFold`).
 
     Pure memory; never blocks. ``generation`` counts the replace ops applied, so the
     fold over the nodes knows when it must start over. ``nodes`` is read-only outside
-    this class: until the first node it is a shared empty list.
+    this class: the seqs as machine integers (8 bytes a node, whatever the seq), a
+    shared empty array until the first node. A replace op finds its nodes by a scan
+    of that array (it rewrites the array after them anyway).
     """
 
     _events: Sequence[SessionEvent]
-    nodes: list[int] = attrs.field(default=_NO_NODES, init=False)
-    _pos: dict[int, int] = attrs.field(default=_NO_POS, init=False)
+    nodes: array[int] = attrs.field(default=_NO_NODES, init=False)
     generation: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -70,12 +71,11 @@ class Surface(HistoryFold):
         return self._events
 
     def copy(self, events: Sequence[SessionEvent]) -> Surface:
-        """This surface (nodes, index, generation) over ``events``, an equal log; its
-        fold starts over."""
+        """This surface (nodes, generation) over ``events``, an equal log; its fold
+        starts over."""
         other = Surface(events)
         if self.nodes:
-            other.nodes = list(self.nodes)
-            other._pos = dict(self._pos)
+            other.nodes = array("q", self.nodes)
         other.generation = self.generation
         return other
 
@@ -118,9 +118,9 @@ class Surface(HistoryFold):
             )
         start = op.start_seq
         end = op.end_seq
-        pos = self._pos
-        i = pos.get(start) if start.__class__ is int else None
-        j = pos.get(end) if end.__class__ is int else None
+        nodes = self.nodes
+        i = _position(nodes, start)
+        j = _position(nodes, end)
         if i is None:
             raise invalid(
                 seq,
@@ -137,7 +137,7 @@ class Surface(HistoryFold):
                 type_,
                 f"replace start_seq {start} comes after end_seq {end} on the surface",
             )
-        shadowed = self.nodes[i : j + 1]
+        shadowed = nodes[i : j + 1].tolist()
         cited = set(sources) if sources is not None else set()
         missing = [s for s in shadowed if s not in cited]
         if missing:
@@ -193,20 +193,23 @@ class Surface(HistoryFold):
         """Make event ``seq`` a node as ``plan`` (from :meth:`plan`) says."""
         nodes = self.nodes
         if plan is APPEND:
-            if nodes is _NO_NODES:  # the first node: the stores of this surface
-                self.nodes = nodes = []
-                self._pos = {}
-            self._pos[seq] = len(nodes)
+            if nodes is _NO_NODES:  # the first node: the store of this surface
+                self.nodes = nodes = array("q")
             nodes.append(seq)
             return
         i, j = plan
-        pos = self._pos
-        for s in nodes[i : j + 1]:
-            del pos[s]
-        nodes[i : j + 1] = [seq]
-        for k in range(i, len(nodes)):
-            pos[nodes[k]] = k
+        nodes[i : j + 1] = array("q", (seq,))
         self.generation += 1
+
+
+def _position(nodes: array[int], seq: object) -> int | None:
+    """The position of node ``seq`` in ``nodes``, or ``None`` when it is no node."""
+    if seq.__class__ is not int:
+        return None
+    try:
+        return nodes.index(seq)
+    except ValueError:
+        return None
 
 
 def _call_ids(data: ToolResultData) -> tuple[str, ...]:
