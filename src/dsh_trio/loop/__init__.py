@@ -10,6 +10,7 @@ from ._initiator import (
     no_initiator as no_initiator,
     require_initiator as require_initiator,
 )
+from ._output_schema import strip_annotated as strip_annotated
 from ._payloads import (
     AgentActivated as AgentActivated,
     AgentCreated as AgentCreated,

@@ -87,7 +87,8 @@ def _name(tp: object) -> str:
     return tp.__name__ if isinstance(tp, type) else repr(tp)
 
 
-def _strip_annotated(tp: object) -> tuple[object, str | None]:
+def strip_annotated(tp: object) -> tuple[object, str | None]:
+    """``tp`` without its ``Annotated`` layers, and the first string among their metadata."""
     description: str | None = None
     while typing.get_origin(tp) is typing.Annotated:
         args = typing.get_args(tp)
@@ -129,7 +130,7 @@ def _enum_schema(cls: type[enum.Enum], where: str) -> dict[str, JsonValue]:
 
 
 def _compile(tp: object, where: str, active: frozenset[type]) -> dict[str, JsonValue]:
-    tp, _ = _strip_annotated(tp)
+    tp, _ = strip_annotated(tp)
     if (isinstance(tp, type) or tp is None) and tp in _SCALARS:
         return dict(_SCALARS[tp])
     origin = typing.get_origin(tp)
@@ -190,7 +191,7 @@ def _attrs_schema(
     for field in wire.fields:
         if not inits.get(field.name, True):
             continue
-        tp, description = _strip_annotated(field.type)
+        tp, description = strip_annotated(field.type)
         schema = _compile(tp, f"{where} ({cls.__name__}.{field.name})", inner)
         if description is not None:
             schema["description"] = description
@@ -222,7 +223,7 @@ def output_schema(output_type: object) -> OutputSchema:
             structured; the message names where it was found.
     """
     where = _name(output_type)
-    tp, _ = _strip_annotated(output_type)
+    tp, _ = strip_annotated(output_type)
     schema = _compile(tp, where, frozenset())
     intro = (
         "Give the final result of this turn: call this tool once, with the result "

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from ..errors import ToolDefinitionError
+from ..loop import strip_annotated
 from ._specs import (
     MISSING,
     ArraySpec,
@@ -46,17 +47,6 @@ _SCALARS: Final[Mapping[object, Callable[[], Spec]]] = {
 }
 
 
-def _strip_annotated(tp: object) -> tuple[object, str | None]:
-    description: str | None = None
-    while typing.get_origin(tp) is typing.Annotated:
-        args = typing.get_args(tp)
-        for meta in args[1:]:
-            if isinstance(meta, str) and description is None:
-                description = meta
-        tp = args[0]
-    return tp, description
-
-
 def compile_annotation(
     tp: object, where: str, _active: frozenset[type] = frozenset()
 ) -> Spec:
@@ -69,7 +59,7 @@ def compile_annotation(
     Raises:
         ToolDefinitionError: the annotation is not one the schema supports.
     """
-    tp, _ = _strip_annotated(tp)
+    tp, _ = strip_annotated(tp)
     scalar = _SCALARS.get(tp) if isinstance(tp, type) or tp is None else None
     if scalar is not None:
         return scalar()
@@ -132,7 +122,7 @@ def _compile_attrs(cls: type[Any], where: str, active: frozenset[type]) -> Spec:
             raise ToolDefinitionError(
                 f"{where}: field {cls.__name__}.{a.name} has no annotation"
             )
-        tp, description = _strip_annotated(hints[a.name])
+        tp, description = strip_annotated(hints[a.name])
         spec = compile_annotation(tp, f"{where} ({cls.__name__}.{a.name})", inner)
         fields.append(
             Field(
@@ -149,7 +139,7 @@ def compile_parameter(
     name: str, annotation: object, default: object, where: str
 ) -> Field:
     """Compile one tool parameter (``default`` is ``inspect.Parameter.empty`` if none)."""
-    tp, description = _strip_annotated(annotation)
+    tp, description = strip_annotated(annotation)
     spec = compile_annotation(tp, where)
     required = default is inspect.Parameter.empty
     return Field(
