@@ -17,12 +17,20 @@ Agents of separate runtimes run W1's turns (``followup`` then ``when_idle``, the
 
 Each "on" runtime is a separate runtime (the listeners hear every agent of their
 runtime), measured beside the "off" runtime in the same process, so the ratios
-compare like with like. Beside them, **SDK alone**: the same two spans and three
-histogram records per turn made directly with each processor, no runtime, which is
-the floor any instrumentation of this turn pays (as a ratio to off: what is left of
-the bar's 0.5 for the listeners is 0.5 minus it). The exporters count what they are
-given: a run whose SDK dropped spans (a full batch queue) fails instead of reporting
-a cheaper figure.
+compare like with like; the order of the configurations turns by one each
+repetition. Beside them, two floors of any instrumentation of this turn:
+
+- **SDK in the turn**: a runtime whose agent's session has a listener making the same
+  two spans and three histogram records from the same session events
+  (``turn/start``, ``step/start``, ``assistant/message``, ``turn/end``), with
+  constant attributes and no logic of its own. Its ratio to off is what the SDK's
+  calls cost inside the turn; the "above that floor" row is what ``instrument``'s
+  own listeners add (``(on - floor) / off``).
+- **SDK alone**: the same calls made in a loop, no runtime (the SDK's cost when
+  nothing else runs between its calls).
+
+The exporters count what they are given: a run whose SDK dropped spans (a full batch
+queue) fails instead of reporting a cheaper figure.
 
 Needs ``opentelemetry-api`` (and ``opentelemetry-sdk`` for the SDK rows): without
 them the rows say "skipped".
@@ -36,7 +44,7 @@ give the stable reading::
     python -m benchmarks.w1_otel --instructions [--turns 200]
 
 prints the instructions per turn off, on with the no-op API, on with the SDK (both
-processors) and the SDK alone, each with its ratio to off.
+processors), the SDK in the turn and the SDK alone, each with its ratio to off.
 """
 
 from __future__ import annotations
@@ -48,14 +56,14 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
+from functools import partial
 from typing import Any
 
 import trio
 
-import dsh_trio as dsh
 from dsh_trio.testing import ScriptedModel
 
 from ._harness import Context, Row, Target, clean_heap, skipped, timed
@@ -115,60 +123,133 @@ def _sdk_available() -> bool:
     return True
 
 
+class _FloorCalls:
+    """The OpenTelemetry calls ``instrument`` makes for one W1 turn, with constant
+    attributes and no logic of their own: the turn's ``invoke_agent`` span, its one
+    attempt's ``chat`` span (its finish and usage set as it ends) and the three
+    histogram records (input and output tokens, duration)."""
+
+    __slots__ = (
+        "_chat",
+        "_context",
+        "_duration",
+        "_in_context",
+        "_inputs",
+        "_outputs",
+        "_route",
+        "_start_span",
+        "_tokens",
+        "_turn",
+        "_turns",
+    )
+
+    def __init__(self, sdk: _Sdk) -> None:
+        from opentelemetry import trace
+
+        tracer = sdk.tracer_provider.get_tracer("bench")
+        meter = sdk.meter_provider.get_meter("bench")
+        self._tokens = meter.create_histogram("bench.tokens", unit="{token}")
+        self._duration = meter.create_histogram("bench.duration", unit="s")
+        self._route = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "scripted",
+        }
+        self._inputs = {**self._route, "gen_ai.token.type": "input"}
+        self._outputs = {**self._route, "gen_ai.token.type": "output"}
+        self._start_span, self._in_context = (
+            tracer.start_span,
+            trace.set_span_in_context,
+        )
+        self._turns = 0
+        self._turn: Any = None
+        self._chat: Any = None
+        self._context: Any = None
+
+    def open_turn(self) -> None:
+        """``turn/start``: the turn's span, and the context its attempt opens in."""
+        self._turns += 1
+        turn = self._turn = self._start_span(
+            "invoke_agent",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.id": "bench",
+                "dsh.turn": self._turns,
+            },
+        )
+        self._context = self._in_context(turn)
+
+    def open_chat(self) -> None:
+        """``step/start``: the attempt's span."""
+        self._chat = self._start_span(
+            "chat bench",
+            context=self._context,
+            attributes={**self._route, "dsh.attempt": 0, "gen_ai.request.model": "b"},
+        )
+
+    def end_chat(self) -> None:
+        """``assistant/message``: the attempt's finish and usage; its records."""
+        chat = self._chat
+        chat.set_attributes(
+            {
+                "gen_ai.response.finish_reasons": ("stop",),
+                "gen_ai.usage.input_tokens": 10,
+                "gen_ai.usage.output_tokens": 100,
+            }
+        )
+        chat.end()
+        self._tokens.record(10, self._inputs)
+        self._tokens.record(100, self._outputs)
+        self._duration.record(0.001, self._route)
+
+    def end_turn(self) -> None:
+        """``turn/end``: the turn's end reason."""
+        turn = self._turn
+        turn.set_attribute("dsh.turn.end_reason", "completed")
+        turn.end()
+
+    def turns(self, n: int) -> None:
+        """``n`` turns' calls, one after another, with no runtime."""
+        for _ in range(n):
+            self.open_turn()
+            self.open_chat()
+            self.end_chat()
+            self.end_turn()
+
+    def listener(self) -> Callable[[Any], None]:
+        """A session listener making the turn's calls from the events
+        ``instrument``'s listener makes them from (a W1 turn's), and nothing else."""
+        calls = {
+            "turn/start": self.open_turn,
+            "step/start": self.open_chat,
+            "assistant/message": self.end_chat,
+            "turn/end": self.end_turn,
+        }.get
+
+        def on_event(event: Any) -> None:
+            call = calls(event.type)
+            if call is not None:
+                call()
+
+        return on_event
+
+
 def _sdk_alone(sdk: _Sdk) -> Callable[[int], None]:
     """What the SDK alone costs per W1 turn: the two spans (with their attributes) and
     the three histogram records ``instrument`` makes, with no runtime."""
-    from opentelemetry import trace
-
-    tracer = sdk.tracer_provider.get_tracer("bench")
-    meter = sdk.meter_provider.get_meter("bench")
-    tokens = meter.create_histogram("bench.tokens", unit="{token}")
-    duration = meter.create_histogram("bench.duration", unit="s")
-    route = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "scripted"}
-    inputs = {**route, "gen_ai.token.type": "input"}
-    outputs = {**route, "gen_ai.token.type": "output"}
-
-    def turns(n: int) -> None:
-        start_span, in_context = tracer.start_span, trace.set_span_in_context
-        for i in range(n):
-            turn = start_span(
-                "invoke_agent",
-                attributes={
-                    "gen_ai.operation.name": "invoke_agent",
-                    "gen_ai.agent.id": "bench",
-                    "dsh.turn": i,
-                },
-            )
-            chat = start_span(
-                "chat bench",
-                context=in_context(turn),
-                attributes={**route, "dsh.attempt": 0, "gen_ai.request.model": "b"},
-            )
-            chat.set_attributes(
-                {
-                    "gen_ai.response.finish_reasons": ("stop",),
-                    "gen_ai.usage.input_tokens": 10,
-                    "gen_ai.usage.output_tokens": 100,
-                }
-            )
-            chat.end()
-            tokens.record(10, inputs)
-            tokens.record(100, outputs)
-            duration.record(0.001, route)
-            turn.set_attribute("dsh.turn.end_reason", "completed")
-            turn.end()
-
-    return turns
+    return _FloorCalls(sdk).turns
 
 
 def _measure(turns: int, reps: int, with_sdk: bool) -> dict[str, list[float]]:
-    """CPU µs/turn per repetition of each configuration, measured alternately."""
+    """CPU µs/turn per repetition of each configuration, measured alternately (the
+    order turns by one configuration each repetition, so no configuration always
+    follows the same one)."""
     from dsh_trio.observe import instrument
 
-    kinds = ["off", "api", *(PROCESSORS if with_sdk else ())]
+    floors = [f"floor {kind}" for kind in PROCESSORS] if with_sdk else []
+    kinds = ["off", "api", *(PROCESSORS if with_sdk else ()), *floors]
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
-    sdks = {kind: _Sdk(kind) for kind in kinds if kind in PROCESSORS}
-    alone_sdks = {kind: _Sdk(kind) for kind in sdks}
+    sdks = {kind: _Sdk(kind.removeprefix("floor ")) for kind in kinds[2:]}
+    alone_sdks = {kind: _Sdk(kind) for kind in PROCESSORS if with_sdk}
     alone = {kind: _sdk_alone(sdk) for kind, sdk in alone_sdks.items()}
     for kind in alone:
         samples[f"alone {kind}"] = []
@@ -176,15 +257,16 @@ def _measure(turns: int, reps: int, with_sdk: bool) -> dict[str, list[float]]:
 
     async def main() -> None:
         async with AsyncExitStack() as stack:
-            agents: dict[str, dsh.Agent] = {}
+            runs: dict[str, Callable[[int], Awaitable[None]]] = {}
             uninstalls: list[Callable[[], None]] = []
             for kind in kinds:
                 model = ScriptedModel(default=scripted_reply())
                 runtime = await stack.enter_async_context(bench_runtime(model))
+                sdk = sdks.get(kind)
                 if kind == "api":
                     uninstalls.append(instrument(runtime))
-                elif kind in sdks:
-                    sdk = sdks[kind]
+                elif kind in PROCESSORS:
+                    assert sdk is not None
                     uninstalls.append(
                         instrument(
                             runtime,
@@ -194,27 +276,29 @@ def _measure(turns: int, reps: int, with_sdk: bool) -> dict[str, list[float]]:
                     )
                 handle = await runtime.agents.create(options=OPTIONS)
                 stack.push_async_callback(handle.dispose)
-                agents[kind] = handle.agent
+                if kind in floors:
+                    assert sdk is not None
+                    uninstalls.append(
+                        handle.agent.session.subscribe(_FloorCalls(sdk).listener())
+                    )
+                runs[kind] = partial(runtime_turns, handle.agent)
+            for kind, f in alone.items():
+                runs[f"alone {kind}"] = _as_async(f)
             warm = max(turns // 5, 1)
-            for kind, agent in agents.items():  # warm-up
-                await runtime_turns(agent, warm)
+            for kind, run_turns in runs.items():  # warm-up
+                await run_turns(warm)
                 if kind in ran:
                     ran[kind] += warm
-            for f in alone.values():
-                f(warm)
+            order = list(runs)
             for _ in range(reps):
-                for kind, agent in agents.items():
+                for kind in order:
                     clean_heap()
                     with timed() as t:
-                        await runtime_turns(agent, turns)
+                        await runs[kind](turns)
                     samples[kind].append(t.cpu_ns / turns / 1000)
                     if kind in ran:
                         ran[kind] += turns
-                for kind, f in alone.items():
-                    clean_heap()
-                    with timed() as t:
-                        f(turns)
-                    samples[f"alone {kind}"].append(t.cpu_ns / turns / 1000)
+                order = order[1:] + order[:1]
             for uninstall in uninstalls:
                 uninstall()
 
@@ -228,6 +312,17 @@ def _measure(turns: int, reps: int, with_sdk: bool) -> dict[str, list[float]]:
     for sdk in alone_sdks.values():
         sdk.close()
     return samples
+
+
+def _as_async(f: Callable[[int], None]) -> Callable[[int], Awaitable[None]]:
+    """``f`` (the SDK alone's turns) as a coroutine function, to be run in turn with
+    the runtimes' turns."""
+
+    async def run(n: int) -> None:
+        f(n)
+        await trio.lowlevel.checkpoint()
+
+    return run
 
 
 def _ratios(on: Sequence[float], off: Sequence[float]) -> tuple[float, ...]:
@@ -295,6 +390,24 @@ def run(ctx: Context) -> list[Row]:
             ),
             Row(
                 workload=NAME,
+                metric=f"SDK {kind} in the turn: ratio to off (CPU)",
+                unit="x",
+                samples=_ratios(samples[f"floor {kind}"], off),
+                note="the same calls made by a listener with no logic, from the "
+                "same session events: the floor of any instrumentation",
+            ),
+            Row(
+                workload=NAME,
+                metric=f"{label}: above that floor, / off",
+                unit="x",
+                samples=tuple(
+                    (a - f) / o
+                    for a, f, o in zip(on, samples[f"floor {kind}"], off, strict=True)
+                ),
+                note="what instrument's own listeners add",
+            ),
+            Row(
+                workload=NAME,
                 metric=f"SDK {kind} alone: CPU µs/turn",
                 unit="µs",
                 samples=tuple(alone),
@@ -313,9 +426,16 @@ def run(ctx: Context) -> list[Row]:
 
 # ---------------------------------------------------------------------- instructions
 
-#: The configurations counted: ``off``, ``api`` (no-op), the SDK's processors, and the
-#: SDK alone with each processor.
-COUNTED = ("off", "api", *PROCESSORS, *(f"alone-{kind}" for kind in PROCESSORS))
+#: The configurations counted: ``off``, ``api`` (no-op), the SDK's processors, the
+#: SDK's calls alone made from the turn's events (``floor-``), and the SDK alone with
+#: each processor, no runtime.
+COUNTED = (
+    "off",
+    "api",
+    *PROCESSORS,
+    *(f"floor-{kind}" for kind in PROCESSORS),
+    *(f"alone-{kind}" for kind in PROCESSORS),
+)
 #: Warm-up turns every counted child runs first.
 _WARM_UP = 20
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
@@ -332,7 +452,8 @@ def _child(kind: str, turns: int) -> None:
         alone(turns)
         floor.close()
         return
-    sdk = _Sdk(kind) if kind in PROCESSORS else None
+    processor = kind.removeprefix("floor-")
+    sdk = _Sdk(processor) if processor in PROCESSORS else None
 
     async def main() -> None:
         from dsh_trio.observe import instrument
@@ -341,13 +462,15 @@ def _child(kind: str, turns: int) -> None:
             uninstall: Callable[[], None] | None = None
             if kind == "api":
                 uninstall = instrument(runtime)
-            elif sdk is not None:
+            elif sdk is not None and kind in PROCESSORS:
                 uninstall = instrument(
                     runtime,
                     tracer_provider=sdk.tracer_provider,
                     meter_provider=sdk.meter_provider,
                 )
             handle = await runtime.agents.create(options=OPTIONS)
+            if sdk is not None and kind not in PROCESSORS:  # floor-
+                uninstall = handle.agent.session.subscribe(_FloorCalls(sdk).listener())
             await runtime_turns(handle.agent, _WARM_UP)
             await runtime_turns(handle.agent, turns)
             await handle.dispose()

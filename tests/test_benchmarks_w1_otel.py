@@ -67,7 +67,9 @@ def test_an_unknown_configuration_is_refused() -> None:
     assert "unknown configuration(s) fast" in done.stderr
 
 
-@pytest.mark.parametrize("kind", ["off", "api", "batch", "simple", "alone-batch"])
+@pytest.mark.parametrize(
+    "kind", ["off", "api", "batch", "simple", "floor-batch", "alone-batch"]
+)
 def test_each_counted_child_runs(kind: str) -> None:
     # The SDK children check that every span of their turns was exported.
     done = _w1_otel("--child", kind, "3")

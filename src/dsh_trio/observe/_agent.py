@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from opentelemetry.context import get_current
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
@@ -115,7 +115,7 @@ class AgentSpans:
 
     def on_event(self, event: SessionEvent) -> None:
         """The session appended ``event``."""
-        handler = _HANDLERS.get(event.type)
+        handler = self._handlers.get(event.type)
         if handler is not None:
             handler(self, event)
 
@@ -357,20 +357,19 @@ class AgentSpans:
             span.set_attribute(TOOL_RESULT, redact_live_secrets(result_text(message)))
         span.end(end_time=_now())
 
-
-#: The handler of each event type that opens or ends a span.
-_HANDLERS: Final[dict[str, Callable[[AgentSpans, SessionEvent], None]]] = {
-    "turn/start": AgentSpans._turn_start,
-    "turn/end": AgentSpans._turn_end,
-    "step/start": AgentSpans._step_start,
-    "step/end": AgentSpans._step_end,
-    "llm/retry-started": AgentSpans._retry_started,
-    "request/context": AgentSpans._route,
-    "assistant/message": AgentSpans._settled,
-    "assistant/attempt": AgentSpans._settled,
-    "tool/call": AgentSpans._tool_call,
-    "tool/result": AgentSpans._tool_result,
-}
+    #: The handler of each event type that opens or ends a span.
+    _handlers: ClassVar[dict[str, Callable[[AgentSpans, SessionEvent], None]]] = {
+        "turn/start": _turn_start,
+        "turn/end": _turn_end,
+        "step/start": _step_start,
+        "step/end": _step_end,
+        "llm/retry-started": _retry_started,
+        "request/context": _route,
+        "assistant/message": _settled,
+        "assistant/attempt": _settled,
+        "tool/call": _tool_call,
+        "tool/result": _tool_result,
+    }
 
 
 def _finish_and_usage(
