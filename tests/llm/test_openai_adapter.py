@@ -798,12 +798,12 @@ async def test_injected_client_stays_open_own_client_closes() -> None:
         async with OpenAICompatibleAdapter(
             "https://llm.test", client=client
         ) as adapter:
-            assert adapter._client is client
+            assert adapter._endpoint.client is client
         assert not client.is_closed
         await adapter.aclose()
         assert not client.is_closed
     own = OpenAICompatibleAdapter("https://llm.test")
-    own_client = own._client
+    own_client = own._endpoint.client
     async with own:
         assert not own_client.is_closed
     assert is_closed(own_client)

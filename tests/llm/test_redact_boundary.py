@@ -512,6 +512,27 @@ def test_the_log_filter_is_installed_once_and_lives_with_its_adapters() -> None:
     assert guard_logs(None, "") is None
 
 
+async def test_a_stream_keeps_the_secrets_of_its_dropped_adapter_guarded() -> None:
+    secret = "zz-secret-of-a-streaming-adapter"
+    body = sse(delta(content="hi"), delta(finish="stop"))
+    transport = httpx.MockTransport(lambda _: httpx.Response(200, content=body))
+    async with httpx.AsyncClient(transport=transport) as client:
+        adapter = OpenAICompatibleAdapter(URL, api_key=secret, client=client)
+        stream = adapter.stream(make_request())
+        del adapter  # only the stream is left to send the request
+        gc.collect()
+        async with contextlib.aclosing(stream):
+            first = await anext(stream)
+            gc.collect()
+            # httpx logs the request while the stream reads it: still guarded.
+            assert redact_live_secrets(f"k={secret}") == "k=***"
+            chunks = [first, *[chunk async for chunk in stream]]
+        assert isinstance(chunks[-1], Finish)
+        del stream
+        gc.collect()
+        assert redact_live_secrets(f"k={secret}") == f"k={secret}"
+
+
 def test_live_secrets_follow_each_guard_from_creation_to_death() -> None:
     first, second = "zz-first-live-secret-0001", "zz-second-live-secret-002"
     text = f"{first} {second}"

@@ -246,7 +246,7 @@ def test_cli_openai_sends_max_completion_tokens() -> None:
     openai = resolve_model(
         provider="openai", model="gpt-5", base_url=None, api_key_env=None, environ=env
     )
-    assert openai.adapter._max_tokens_field == "max_completion_tokens"  # type: ignore[attr-defined]
+    assert openai.adapter._endpoint.max_tokens_field == "max_completion_tokens"  # type: ignore[attr-defined]
     other = resolve_model(
         provider=None,
         model="m",
@@ -254,4 +254,4 @@ def test_cli_openai_sends_max_completion_tokens() -> None:
         api_key_env=None,
         environ={},
     )
-    assert other.adapter._max_tokens_field == "max_tokens"  # type: ignore[attr-defined]
+    assert other.adapter._endpoint.max_tokens_field == "max_tokens"  # type: ignore[attr-defined]

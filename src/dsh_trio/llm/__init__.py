@@ -14,6 +14,7 @@ from ..values import (
 )
 from ._assembler import BlockAssembler as BlockAssembler
 from ._deepseek import check_deepseek_model as check_deepseek_model
+from ._error_chain import error_chain as error_chain
 
 # ``redact_live_secrets``, the redaction of the live adapters' secrets, is for what
 # reports a request outside this package (not part of the public API).
@@ -25,11 +26,7 @@ from ._redact import (
     shown_url as shown_url,
 )
 from ._registry import ModelRegistry as ModelRegistry, RetryPolicy as RetryPolicy
-from ._runtime import (
-    ModelStream as ModelStream,
-    error_chain as error_chain,
-    stream_model as stream_model,
-)
+from ._runtime import ModelStream as ModelStream, stream_model as stream_model
 from ._types import ModelAdapter as ModelAdapter, ModelRequest as ModelRequest
 
 __all__ = [

@@ -165,6 +165,7 @@ def guard_logs(*secrets: str | None) -> LogGuard | None:
 
     Example::
 
+        >>> import logging
         >>> guard = guard_logs("sk-0123456789abcdef")
         >>> record = logging.makeLogRecord(
         ...     {"name": "httpx", "msg": "GET %s", "args": ("/?k=sk-0123456789abcdef",)}

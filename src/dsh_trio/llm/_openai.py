@@ -6,7 +6,9 @@ translated into dsh_trio stream chunks as they arrive. Failures become
 :class:`~dsh_trio.errors.LlmError` with the reference's failure codes; retrying is the
 runtime's business, never the adapter's.
 
-This module holds the adapter and its transport loop. The request body is built in
+This module holds the adapter: its arguments, the client it may own, and its
+documentation. An attempt on the wire (the POST, the SSE framing, the deadlines) is
+``_openai_stream``'s :class:`Endpoint`; the request body is built in
 ``_openai_request``, event payloads become chunks in ``_openai_sse``, and failures are
 classified in ``_openai_errors``; every string the server sends is made safe (API key
 redacted, invalid Unicode repaired) by ``_redact`` on its way in, and every exception
@@ -15,10 +17,8 @@ that leaves :meth:`OpenAICompatibleAdapter.stream` passes ``adapter_failure`` th
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Final, Self
 
@@ -26,15 +26,12 @@ import attrs
 import httpx  # noqa: ASYNC127  # the public contract takes an httpx.AsyncClient
 import trio
 
-from ..errors import LlmError
-from ..values import LlmFailure, StreamChunk
-from ._deepseek import check_deepseek_model, is_deepseek_url
-from ._log_guard import LogGuard, guard_logs
-from ._openai_errors import REDACTED, adapter_failure, http_error, scrub_exception
-from ._openai_request import request_body
-from ._openai_sse import Translator
+from ..values import StreamChunk
+from ._deepseek import is_deepseek_url
+from ._log_guard import guard_logs
+from ._openai_errors import REDACTED
+from ._openai_stream import Endpoint
 from ._redact import (
-    Secret,
     header_secrets,
     secrets_of,
     shown_url,
@@ -47,9 +44,6 @@ __all__ = ["OpenAICompatibleAdapter"]
 _DEFAULT_TIMEOUT: Final = httpx.Timeout(60.0, connect=10.0)
 _DEFAULT_REQUEST_TIMEOUT_S: Final = 600.0
 _DEFAULT_IDLE_TIMEOUT_S: Final = 300.0
-_DRAIN_SECONDS: Final = 1.0
-
-_logger = logging.getLogger("dsh_trio")
 
 
 def _seconds(name: str, value: object) -> float | None:
@@ -225,21 +219,9 @@ class OpenAICompatibleAdapter:
             ``None``.
     """
 
-    _base_url: str
-    _url: str
-    _shown_url: str
+    _endpoint: Endpoint
     _api_key: str | None
-    _secret: Secret
-    _client: httpx.AsyncClient
     _owns_client: bool
-    _timeout: httpx.Timeout
-    _headers: httpx.Headers
-    _request_timeout: float
-    _idle_timeout: float | None
-    _max_tokens_field: str
-    _reasoning_passback: bool
-    _thinking_switch: bool
-    _log_guard: LogGuard | None
 
     def __init__(
         self,
@@ -299,32 +281,33 @@ class OpenAICompatibleAdapter:
         # Everything redacted from what leaves the adapter: the key, and the
         # secret-looking values of the headers given (a key sent as X-Api-Key).
         secret = secrets_of(api_key, *header_secrets(default_headers or {}))
-        self.__attrs_init__(
+        endpoint = Endpoint(
             base,
             url,
             shown_url(url, secret),
-            api_key,
-            secret,
             client if client is not None else httpx.AsyncClient(timeout=http_timeout),
-            client is None,
             http_timeout,
             headers,
+            secret,
             math.inf if request_timeout is None else request_timeout,
             idle_timeout,
             max_tokens_field,
             reasoning_passback,
             thinking_switch,
             # httpx logs every request's URL and reason phrase: the secrets, and
-            # a password in base_url, are redacted there while this adapter lives.
+            # a password in base_url, are redacted there while this adapter (or a
+            # stream of it) lives.
             guard_logs(
                 *(secret if isinstance(secret, tuple) else (secret,)),
                 url_password(base),
             ),
         )
+        self.__attrs_init__(endpoint, api_key, client is None)
 
     def __repr__(self) -> str:
         key = REDACTED if self._api_key is not None else None
-        shown = shown_url(self._base_url, self._secret)
+        endpoint = self._endpoint
+        shown = shown_url(endpoint.base_url, endpoint.secret)
         return f"OpenAICompatibleAdapter(base_url={shown!r}, api_key={key!r})"
 
     async def aclose(self) -> None:
@@ -333,7 +316,7 @@ class OpenAICompatibleAdapter:
         Idempotent. Always checkpoints.
         """
         if self._owns_client:
-            await self._client.aclose()
+            await self._endpoint.client.aclose()
         else:
             await trio.lowlevel.checkpoint()
 
@@ -349,7 +332,7 @@ class OpenAICompatibleAdapter:
     ) -> None:
         await self.aclose()
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Stream one chat completion for ``request``.
 
         Yields block starts and deltas as the server sends them, then a ``BlockEnd``
@@ -369,160 +352,4 @@ class OpenAICompatibleAdapter:
                 cut short (``TRANSPORT``); any other exception (a custom
                 transport's) is ``UNKNOWN``, its text redacted.
         """
-        check_deepseek_model(self._base_url, request.model)
-        body = request_body(
-            request,
-            max_tokens_field=self._max_tokens_field,
-            reasoning_passback=self._reasoning_passback,
-            thinking_switch=self._thinking_switch,
-        )
-        await trio.lowlevel.checkpoint()
-        secret = self._secret
-        translator = Translator(secret)
-        idle = self._idle_timeout
-        deadline = trio.current_time() + self._request_timeout
-        failed: LlmError | None = None
-        try:
-            # The response stays open across the yields below; the consumer closes
-            # this generator, which closes the response (ASYNC119). No cancel scope
-            # is held across a yield: each wait gets its own deadline.
-            async with contextlib.AsyncExitStack() as stack:
-                with trio.move_on_at(deadline) as opening:
-                    response = await stack.enter_async_context(
-                        self._client.stream(
-                            "POST",
-                            self._url,
-                            json=body,
-                            headers=self._headers,
-                            timeout=self._timeout,
-                        )
-                    )
-                    if not response.is_success:
-                        await response.aread()
-                if opening.cancelled_caught:
-                    raise LlmError(self._overdue())
-                if not response.is_success:
-                    raise http_error(
-                        response,
-                        self._shown_url,
-                        secret,
-                        reasoning_passback=self._reasoning_passback,
-                    )
-                lines = response.aiter_lines()
-                failure: LlmError | None = None
-                try:
-                    # SSE framing stays inline: this loop is the per-chunk path, and a
-                    # helper generator would add a frame to every chunk.
-                    pending: list[str] = []
-                    ended = False
-                    while True:
-                        limit = deadline
-                        if idle is not None:
-                            limit = min(limit, trio.current_time() + idle)
-                        with trio.move_on_at(limit) as waiting:
-                            line = await anext(lines, None)
-                        if waiting.cancelled_caught:
-                            failure = LlmError(
-                                self._overdue() if limit == deadline else self._idle()
-                            )
-                            break
-                        if line is None:
-                            ended = True
-                            break
-                        if line.startswith("data:"):
-                            pending.append(
-                                line[6:] if line.startswith("data: ") else line[5:]
-                            )
-                            continue
-                        if line or not pending:
-                            continue  # a comment, another SSE field, or a keep-alive
-                        payload = "\n".join(pending)
-                        pending.clear()
-                        await trio.lowlevel.checkpoint()
-                        try:
-                            out = translator.feed(payload)
-                        except LlmError as exc:
-                            failure = exc
-                            break
-                        for chunk in out:
-                            yield chunk  # noqa: ASYNC119, ASYNC911
-                        if translator.done:
-                            break
-                    if ended and pending:
-                        # Some servers end the last event without its blank line.
-                        await trio.lowlevel.checkpoint()
-                        for chunk in translator.feed("\n".join(pending)):
-                            yield chunk  # noqa: ASYNC119, ASYNC911
-                    if failure is None or failure.failure.code != "TIMEOUT":
-                        # Read the end of the body (normally just the chunked-encoding
-                        # terminator) before the closing chunks: consumers stop at
-                        # Finish, and a response read to its end lets the connection
-                        # be reused. A server that keeps it open costs the bound.
-                        drain = min(deadline, trio.current_time() + _DRAIN_SECONDS)
-                        with trio.move_on_at(drain):
-                            await _read_rest(lines)
-                    if failure is None:
-                        failure = translator.failure
-                    if failure is not None:
-                        # Usage the server reported before failing is still spent.
-                        usage = translator.usage
-                        if usage is not None:
-                            yield usage  # noqa: ASYNC119, ASYNC911
-                        raise failure
-                    for chunk in translator.finish():
-                        yield chunk  # noqa: ASYNC119, ASYNC911
-                finally:
-                    # httpx's body iterators are async generators; one left
-                    # suspended (cancellation, an error, the consumer closing this
-                    # stream) is finalized later by trio with a ResourceWarning.
-                    # Finish them now: what is already buffered is read, and the
-                    # first real wait raises Cancelled inside them. Never blocks.
-                    with trio.move_on_after(0, shield=True):
-                        await _read_rest(lines)
-        except Exception as exc:
-            # Whatever its type (a transport error, a custom transport's or a proxy
-            # library's exception, a bug), its text is redacted here, the one exit.
-            failed = adapter_failure(exc, self._shown_url, secret)
-            if failed is exc:
-                raise
-        except (
-            BaseException
-        ) as exc:  # Cancelled, GeneratorExit...: as they are, scrubbed
-            scrub_exception(exc, secret)
-            raise
-        finally:
-            if translator.repaired:
-                _logger.warning(
-                    "the stream from %s carried %d code point(s) that are not valid "
-                    "Unicode (lone surrogates); they were replaced by U+FFFD",
-                    self._shown_url,
-                    translator.repaired,
-                )
-        if failed is not None:
-            # Raised here, outside the handler, so the original exception is not
-            # its hidden context: it is the cause only when it renders without the key.
-            raise failed
-        return  # noqa: ASYNC911  # only after the response's `async with` exited (a checkpoint)
-
-    def _overdue(self) -> LlmFailure:
-        return LlmFailure(
-            f"the request to {self._shown_url} took longer than "
-            f"request_timeout_s={self._request_timeout:g}",
-            "TIMEOUT",
-        )
-
-    def _idle(self) -> LlmFailure:
-        return LlmFailure(
-            f"the stream from {self._shown_url} sent nothing for "
-            f"idle_timeout_s={self._idle_timeout:g} seconds",
-            "TIMEOUT",
-        )
-
-
-async def _read_rest(lines: AsyncIterator[str]) -> None:  # noqa: ASYNC910  # private: the scheduler around it checkpoints
-    """Consume what is left of a response body; transport errors no longer matter."""
-    try:
-        async for _ in lines:
-            pass
-    except (httpx.HTTPError, httpx.StreamError):
-        pass
+        return self._endpoint.stream(request)

@@ -22,8 +22,8 @@ import httpx  # noqa: ASYNC127  # the public contract takes an httpx.AsyncClient
 
 from ..errors import LlmError
 from ..values import LlmFailure
+from ._error_chain import error_chain
 from ._redact import REDACTED, Secret, clean, redact
-from ._runtime import error_chain
 
 __all__ = [
     "REDACTED",

@@ -3,22 +3,22 @@
 This is the boundary between any adapter and the runtime: what passes it is recorded
 in the session, so text that UTF-8 cannot encode and a usage count a session cannot
 hold are repaired here (whatever the adapter) instead of failing the attempt later.
+This module owns the two readings of an adapter stream, :func:`stream_model` (a
+generator) and :class:`ModelStream` (the runtime's, without one), and the shielded,
+bounded close of the adapter's iterator; the repairs are ``_chunk_repair``'s, and how
+an adapter's exception is told is ``_error_chain``'s.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import types
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from typing import Any
 
-import attrs
 import trio
 
-from ..errors import LlmError
 from ..values import (
-    MAX_SAFE_INTEGER,
     BlockEnd,
     BlockStart,
     Finish,
@@ -26,19 +26,24 @@ from ..values import (
     FinishReason,
     LlmFailure,
     ReasoningBlock,
-    ReasoningDelta,
     StreamChunk,
     TextBlock,
     TextDelta,
     ToolCallBlock,
     ToolCallDelta,
     Usage,
-    utf8_ok,
 )
-from ._redact import repair_unicode
+from ._chunk_repair import (
+    all_ascii,
+    clamped_usage,
+    repaired_chunk,
+    warn_repaired,
+    warn_usage,
+)
+from ._error_chain import failure_of
 from ._types import ModelAdapter, ModelRequest
 
-__all__ = ["error_chain", "failure_of", "stream_model"]
+__all__ = ["ModelStream", "stream_model"]
 
 _logger = logging.getLogger("dsh_trio")
 _AsyncGenerator = types.AsyncGeneratorType
@@ -47,175 +52,10 @@ _AsyncGenerator = types.AsyncGeneratorType
 _CLOSE_TIMEOUT_S = 5.0
 
 
-def _render(exc: BaseException) -> str:
-    try:
-        text = str(exc.message) if isinstance(exc, BaseExceptionGroup) else str(exc)
-    except Exception:  # a hostile __str__ must not break the rendering
-        return "<unrenderable value>"
-    return text or type(exc).__name__
-
-
-def _chain(exc: BaseException, seen: set[int]) -> str:
-    parts: list[str] = []
-    current: BaseException | None = exc
-    while current is not None:
-        if id(current) in seen:
-            parts.append("<circular cause>")
-            break
-        seen.add(id(current))
-        text = _render(current)
-        if isinstance(current, BaseExceptionGroup):
-            members = "; ".join(_chain(member, seen) for member in current.exceptions)
-            text = f"{text} [{members}]"
-        parts.append(text)
-        current = current.__cause__
-    return ": ".join(parts)
-
-
-def error_chain(exc: BaseException) -> str:
-    """Render ``exc`` and its explicit causes as ``message: cause: ...``.
-
-    Exception-group members are listed in brackets after the group's message. An
-    exception with an empty message shows its type name; one whose ``str`` fails shows
-    ``<unrenderable value>``; a cause seen before ends the text with
-    ``<circular cause>``.
-
-    Example::
-
-        >>> try:
-        ...     raise RuntimeError("request failed") from OSError("connection reset")
-        ... except RuntimeError as exc:
-        ...     error_chain(exc)
-        'request failed: connection reset'
-    """
-    return _chain(exc, set())
-
-
-def failure_of(exc: Exception) -> LlmFailure:
-    """The :class:`LlmFailure` an adapter exception stands for.
-
-    An :class:`LlmError` keeps its own failure; any other exception becomes an
-    ``UNKNOWN`` failure whose message is :func:`error_chain` of it.
-    """
-    if isinstance(exc, LlmError):
-        return exc.failure
-    return LlmFailure(error_chain(exc), "UNKNOWN")
-
-
-def _bad(text: object) -> bool:
-    """Whether ``text`` is a string UTF-8 cannot encode (other types are left alone)."""
-    return isinstance(text, str) and not text.isascii() and not utf8_ok(text)
-
-
-def _all_ascii(first: Any, second: Any, third: Any) -> bool:
-    """Whether all three are ASCII ``str`` (so none needs a repair). Hot path."""
-    return (
-        first.__class__ is str
-        and second.__class__ is str
-        and third.__class__ is str
-        and first.isascii()
-        and second.isascii()
-        and third.isascii()
-    )
-
-
-def _fix(text: str) -> str:
-    return repair_unicode(text) if _bad(text) else text
-
-
-def _repaired(chunk: StreamChunk) -> StreamChunk | None:
-    """``chunk`` with its invalid text repaired, or ``None`` when it needs no repair."""
-    # Hot path: a text delta costs one class test and one ``isascii``.
-    if isinstance(chunk, (TextDelta, ReasoningDelta)):
-        text = chunk.text
-        if text.__class__ is not str or text.isascii() or utf8_ok(text):
-            return None
-        return attrs.evolve(chunk, text=repair_unicode(text))
-    if isinstance(chunk, ToolCallDelta):
-        if _bad(chunk.id) or _bad(chunk.name) or _bad(chunk.arguments_delta):
-            name = chunk.name
-            return ToolCallDelta(
-                chunk.index,
-                _fix(chunk.id),
-                None if name is None else _fix(name),
-                _fix(chunk.arguments_delta),
-            )
-    elif isinstance(chunk, BlockEnd):
-        block = chunk.block
-        if isinstance(block, (TextBlock, ReasoningBlock)):
-            if _bad(block.text):
-                return BlockEnd(chunk.index, attrs.evolve(block, text=_fix(block.text)))
-        elif isinstance(block, ToolCallBlock) and (
-            _bad(block.id) or _bad(block.name) or _bad(block.arguments)
-        ):
-            fixed = ToolCallBlock(
-                _fix(block.id), _fix(block.name), _fix(block.arguments)
-            )
-            return BlockEnd(chunk.index, fixed)
-    elif isinstance(chunk, Finish):
-        failure = chunk.reason.failure
-        if failure is not None and (
-            _bad(failure.message) or _bad(failure.code) or _bad(failure.request_id)
-        ):
-            request_id = failure.request_id
-            failure = attrs.evolve(
-                failure,
-                message=_fix(failure.message),
-                code=_fix(failure.code),
-                request_id=None if request_id is None else _fix(request_id),
-            )
-            return attrs.evolve(
-                chunk, reason=attrs.evolve(chunk.reason, failure=failure)
-            )
-    return None
-
-
-_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
-
-
-def _clamped_usage(usage: Usage) -> Usage | None:
-    """``usage`` with every count outside ``0..MAX_SAFE_INTEGER`` clamped into it, or
-    ``None`` when every count fits (a session records safe integers only)."""
-    fixed: dict[str, int] = {}
-    for name in _USAGE_FIELDS:
-        value = getattr(usage, name)
-        if value.__class__ is int and not 0 <= value <= MAX_SAFE_INTEGER:
-            fixed[name] = 0 if value < 0 else MAX_SAFE_INTEGER
-    return attrs.evolve(usage, **fixed) if fixed else None
-
-
-def _warn_usage(provider: str, got: Usage, kept: Usage) -> None:
-    for name in _USAGE_FIELDS:
-        before, after = getattr(got, name), getattr(kept, name)
-        if before != after:
-            # Never str() the value: a huge integer may exceed Python's digit limit.
-            size = abs(before)
-            digits = math.floor(math.log10(size)) + 1
-            if 10 ** (digits - 1) > size:  # log10 rounded up to a power of ten
-                digits -= 1
-            sign = "negative " if before < 0 else ""
-            _logger.warning(
-                'the model stream of provider "%s" reported usage %s as a %s%d-digit '
-                "number, outside 0..%d; it is recorded as %d",
-                provider,
-                name,
-                sign,
-                digits,
-                MAX_SAFE_INTEGER,
-                after,
-            )
-
-
 def _finish_for(failure: LlmFailure) -> Finish:
     kind: FinishKind = "aborted" if failure.code == "ABORTED" else "error"
     finish = Finish(FinishReason(kind, failure))
-    fixed = _repaired(finish)
+    fixed = repaired_chunk(finish)
     return fixed if isinstance(fixed, Finish) else finish
 
 
@@ -342,16 +182,16 @@ class ModelStream:
         """``chunk`` with text UTF-8 cannot encode repaired (counted for the warning),
         and usage counts a session cannot record clamped (each noted at once)."""
         # Hot path: the common chunks, plainly ASCII, are told apart here without
-        # the calls of ``_repaired`` (which decides the same way).
+        # the calls of ``repaired_chunk`` (which decides the same way).
         cls = chunk.__class__
         if cls is BlockStart:
             return chunk  # no text that is ever repaired
         plain: Any = chunk
         if cls is Usage:  # counts a session cannot record are clamped, and noted
-            usage = _clamped_usage(plain)
+            usage = clamped_usage(plain)
             if usage is None:
                 return chunk
-            _warn_usage(self._provider, plain, usage)
+            warn_usage(self._provider, plain, usage)
             return usage
         if cls is Finish:
             if plain.reason.failure is None:
@@ -359,7 +199,7 @@ class ModelStream:
         elif cls is BlockEnd:
             block = plain.block
             if block.__class__ is ToolCallBlock:
-                if _all_ascii(block.id, block.name, block.arguments):
+                if all_ascii(block.id, block.name, block.arguments):
                     return chunk
             elif block.__class__ is TextBlock or block.__class__ is ReasoningBlock:
                 text = block.text
@@ -367,11 +207,9 @@ class ModelStream:
                     return chunk
         elif cls is ToolCallDelta:
             name = plain.name
-            if _all_ascii(
-                plain.id, "" if name is None else name, plain.arguments_delta
-            ):
+            if all_ascii(plain.id, "" if name is None else name, plain.arguments_delta):
                 return chunk
-        fixed = _repaired(chunk)
+        fixed = repaired_chunk(chunk)
         if fixed is None:
             return chunk
         self._repaired += 1
@@ -384,7 +222,7 @@ class ModelStream:
         is logged, never raised.
         """
         if self._repaired:
-            _warn_repaired(self._provider, self._repaired)
+            warn_repaired(self._provider, self._repaired)
             self._repaired = 0
         iterator: Any = self._iterator
         self._iterator = None
@@ -419,16 +257,6 @@ class ModelStream:
                 self._provider,
                 exc_info=True,
             )
-
-
-def _warn_repaired(provider: str, repaired: int) -> None:
-    if repaired:
-        _logger.warning(
-            'the model stream of provider "%s" carried text that is not valid '
-            "Unicode; %d chunk(s) were repaired with U+FFFD",
-            provider,
-            repaired,
-        )
 
 
 async def stream_model(
@@ -495,12 +323,12 @@ async def stream_model(
                     yield chunk  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
                     continue
             if isinstance(chunk, Usage):
-                usage = _clamped_usage(chunk)
+                usage = clamped_usage(chunk)
                 if usage is not None:
-                    _warn_usage(request.provider, chunk, usage)
+                    warn_usage(request.provider, chunk, usage)
                     chunk = usage
             else:
-                fixed = _repaired(chunk)
+                fixed = repaired_chunk(chunk)
                 if fixed is not None:
                     chunk = fixed
                     repaired += 1
@@ -508,7 +336,7 @@ async def stream_model(
             if isinstance(chunk, Finish):
                 return  # noqa: ASYNC911  # the adapter checkpoints; this wrapper adds none of its own
     finally:
-        _warn_repaired(request.provider, repaired)
+        warn_repaired(request.provider, repaired)
         aclose = getattr(iterator, "aclose", None)
         # An async generator that already finished (ran to its end, or an exception
         # such as Cancelled came out of it) has nothing left to close: skip the
