@@ -14,7 +14,8 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
-from dsh_trio.cli._chat import ChatApp, run_chat
+from dsh_trio.cli._chat import ChatApp
+from dsh_trio.cli._chat_run import run_chat
 from dsh_trio.cli._config import ModelChoice, offline_choice
 from dsh_trio.cli._terminal import LineReader
 from dsh_trio.testing import ScriptedModel, fail, gate, hang, reply

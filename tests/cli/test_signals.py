@@ -27,7 +27,8 @@ import trio
 import trio.testing
 
 import dsh_trio as dsh
-from dsh_trio.cli._chat import TERMINATING_SIGNALS, ChatApp, run_chat
+from dsh_trio.cli._chat import TERMINATING_SIGNALS, ChatApp
+from dsh_trio.cli._chat_run import run_chat
 from dsh_trio.cli._config import ModelChoice
 from dsh_trio.testing import ScriptedModel, hang, reply
 from dsh_trio.values import TurnEnd

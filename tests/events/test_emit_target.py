@@ -416,7 +416,7 @@ def test_an_unreported_release_is_noticed(monkeypatch: pytest.MonkeyPatch) -> No
 async def _resolved_before_registration(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """A child agent whose chain was resolved while it was built, before the registry
     knew its owner."""
-    from dsh_trio.nursery import _registry
+    from dsh_trio.nursery import _creation
 
     async with dsh.open_runtime() as runtime:
         world = _World(runtime)
@@ -427,7 +427,7 @@ async def _resolved_before_registration(monkeypatch: pytest.MonkeyPatch) -> list
                 world.targets.append((self, world.bus._target(NAME, self)))
 
         await world.create(None, None, None)
-        monkeypatch.setattr(_registry, "Agent", Resolving)
+        monkeypatch.setattr(_creation, "Agent", Resolving)
         await world.create(0, None, None, listen=False)  # no listener set change
         return world.mismatches()
 

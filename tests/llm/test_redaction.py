@@ -26,7 +26,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from dsh_trio.cli._chat import run_chat
+from dsh_trio.cli._chat_run import run_chat
 from dsh_trio.cli._config import ModelChoice
 from dsh_trio.errors import LlmError
 from dsh_trio.llm import OpenAICompatibleAdapter

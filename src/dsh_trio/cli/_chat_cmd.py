@@ -11,7 +11,7 @@ from typing import Final
 
 import trio
 
-from ._chat import DEFAULT_SYSTEM_PROMPT, run_chat
+from ._chat_run import DEFAULT_SYSTEM_PROMPT, run_chat
 from ._config import (
     INTERACTIVE_CHUNK_DELAY,
     PRESETS,

@@ -18,8 +18,8 @@ from ._definition import (
     load_preset,
     nonblank,
     parse_preset,
-    read_yaml,
 )
+from ._yaml import read_yaml
 
 __all__ = ["DeclaredAgent", "RuntimeConfig", "load_runtime_config"]
 

@@ -19,11 +19,8 @@ from ._retry import (
     install_retry_listener as install_retry_listener,
     retry_delay_ms as retry_delay_ms,
 )
-from ._runtime import (
-    Runtime as Runtime,
-    SessionStore as SessionStore,
-    open_runtime as open_runtime,
-)
+from ._runtime import Runtime as Runtime, open_runtime as open_runtime
+from ._sessions import SessionStore as SessionStore
 
 __all__ = [
     "AgentCollector",

@@ -1,15 +1,16 @@
-"""The agent registry: creation, publication, handles and disposal of agents."""
+"""The agent registry: the table of live agents, their creation and disposal.
+
+The creation path itself (setup, recording, publication) is
+:class:`~dsh_trio.nursery._creation.AgentCreation`'s.
+"""
 
 from __future__ import annotations
 
 import builtins
-import functools
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from ..composition import logged_preset
@@ -18,62 +19,36 @@ from ..errors import (
     DshError,
     PersistenceNotConfiguredError,
 )
-from ..events import AgentCreated, AgentDisposed
-from ..loop import Agent, AgentScope, AgentWork, CancelSignal
-from ..persistence import SessionRecorder, SessionWriter, load_session
+from ..events import AgentDisposed
+from ..loop import Agent, AgentWork
+from ..persistence import load_session
 from ..persistence.postgres import PostgresWriter
 from ..session import Session
 from ..values import (
     AgentOptions,
     DisposedCancel,
-    EndSeed,
     SessionEvent,
     SessionHeader,
     SessionId,
     now_ms,
 )
 from ._collector import RuntimeCollector
+from ._creation import AgentCreation, Setup, _Entry
 from ._declared import DeclaredStarts
-from ._handle import AgentHandle, _Disposal, disposing, start_recording
+from ._handle import AgentHandle, _Disposal, disposing
 from ._header import header_fields
 
 if TYPE_CHECKING:
-    from ..composition import DeclaredAgent, Generation, PresetRegistry
+    from ..composition import DeclaredAgent, PresetRegistry
     from ..events import EventBus
     from ..loop import AgentServices
     from ..persistence import SessionPersistence
 
 __all__ = ["AgentExistsError", "AgentHandle", "AgentRegistry"]
 
-logger = logging.getLogger("dsh_trio")
-
-Setup = Callable[[AgentScope, Agent], Awaitable[Callable[[], object] | None]]
-CreationSource = Literal["startup", "resume"]
-
 
 class AgentExistsError(DshError, ValueError):
     """An agent with this session id is already live (or being created)."""
-
-
-@attrs.define(eq=False, weakref_slot=False)
-class _Entry:
-    handle: AgentHandle
-    work: AgentWork
-    owner: Agent | None
-    recorder: SessionRecorder | None = None
-    announced: bool = False
-    publishing: trio.Event | None = attrs.field(
-        factory=trio.Event
-    )  # None once creation ended, published or rolled back
-    # Creation completed (``agent/created`` returned): only now may ``wait_for``
-    # hand the agent out. A failed creation stays registered while it is rolled
-    # back, announced and no longer publishing, but never published.
-    published: bool = False
-
-    @property
-    def agent(self) -> Agent:
-        """The registered agent (its handle's)."""
-        return self.handle.agent
 
 
 class AgentRegistry:
@@ -101,6 +76,16 @@ class AgentRegistry:
         self._collector = collector if collector is not None else RuntimeCollector()
         self._starts = DeclaredStarts(
             self, spawn=services.spawn, bus=self._bus, persistence=persistence
+        )
+        self._creation = AgentCreation(
+            registry=self,
+            services=services,
+            persistence=persistence,
+            presets=presets,
+            sessions=sessions,
+            check_free=self._check_free,
+            register=self._register,
+            published=self._starts.changed,
         )
         # Agents relay their session's appends only once someone listens for them.
         self._bus._watch("session/event", self._follow_sessions)
@@ -205,6 +190,11 @@ class AgentRegistry:
             self._bus._owners_changed()  # its owner is gone from the bus
             self._collector.removed(len(self._entries))
 
+    def _register(self, entry: _Entry) -> None:
+        self._entries[entry.work.session.id] = entry
+        self._bus._owners_changed()  # the bus now sees its owner
+        self._collector.added(len(self._entries))
+
     def _forget_session(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
@@ -264,7 +254,7 @@ class AgentRegistry:
             inherited=inherited_event_count is not None,
         )
         self._check_free(session.id, parent)
-        return await self._publish(
+        return await self._creation.publish(
             session, None, options or AgentOptions(), parent, setup, "startup", plan
         )
 
@@ -304,7 +294,7 @@ class AgentRegistry:
                 await writer.close()  # noqa: ASYNC102  # closing a file is bounded
             raise
         # _publish owns the writer from here: it closes it if publication fails.
-        return await self._publish(
+        return await self._creation.publish(
             session, writer, options or AgentOptions(), parent, setup, "resume", plan
         )
 
@@ -341,98 +331,6 @@ class AgentRegistry:
             raise AgentDisposedError(
                 f'parent agent "{parent.id}" is not live in this runtime'
             )
-
-    async def _publish(
-        self,
-        session: Session,
-        writer: SessionWriter | None,
-        options: AgentOptions,
-        parent: Agent | None,
-        setup: Setup | None,
-        source: CreationSource,
-        plan: Generation | None = None,
-    ) -> AgentHandle:
-        try:
-            self._check_free(session.id, parent)
-            # Replays the inbox: a resumed log can still be refused here.
-            work = AgentWork(session, self._services)
-            agent = Agent(work, options)
-        except BaseException:
-            if writer is not None:
-                with trio.CancelScope(shield=True):
-                    await writer.close()  # noqa: ASYNC102  # closing a file is bounded
-            raise
-        handle = AgentHandle(work, self)
-        entry = _Entry(handle, work, parent)
-        self._entries[session.id] = entry
-        self._bus._owners_changed()  # the bus now sees its owner
-        self._collector.added(len(self._entries))
-        if plan is not None:  # no checkpoint since the plan was made: it is still live
-            self._presets.join(agent, plan)
-        try:
-            try:
-                await agent.run_maintenance(
-                    functools.partial(self._initialize, entry, writer, setup, source)
-                )
-            finally:
-                publishing, entry.publishing = entry.publishing, None
-                if publishing is not None:
-                    publishing.set()
-        except BaseException:
-            if writer is not None and entry.recorder is None:
-                with trio.CancelScope(shield=True):
-                    await writer.close()  # noqa: ASYNC102  # closing a file is bounded
-            try:
-                with trio.CancelScope(shield=True):
-                    await handle.dispose()  # noqa: ASYNC102  # disposal cancels every activity first, so it ends; it must end before we leave
-            except Exception as exc:
-                logger.warning(
-                    "agent %s: rollback after failed creation also failed: %r",
-                    session.id,
-                    exc,
-                )
-            raise
-        entry.published = True
-        self._starts.changed()
-        return handle
-
-    async def _initialize(
-        self,
-        entry: _Entry,
-        writer: SessionWriter | None,
-        setup: Setup | None,
-        source: CreationSource,
-        signal: CancelSignal,
-    ) -> None:
-        """The creation task: setup, recording, then publication (``agent/created``)."""
-        agent = entry.agent
-        session = agent.session
-        persistence = self._persistence
-        try:
-            if setup is not None:
-                commit = await setup(agent.scope, agent)
-                if commit is not None:
-                    commit()
-            if persistence is not None:
-                entry.recorder = await start_recording(
-                    persistence, entry.work, writer, self._services.spawn
-                )
-                entry.work.attach_recorder(entry.recorder)
-            if source == "resume" and (
-                not session.events or session.events[-1].type != "session/end-seed"
-            ):
-                # One marker per resume boundary, as the reference: none when the
-                # log already ends with one (resumed twice with no turn between).
-                session.append("session/end-seed", EndSeed())
-            self._sessions[session.id] = session
-            entry.announced = True
-            await self._bus.serial(
-                "agent/created", AgentCreated(agent, source, signal), scope=agent
-            )
-        except BaseException:
-            # Queued input must not start a turn on an agent that is being rolled back.
-            agent.cancel(DisposedCancel(), keep_inbox=True)
-            raise
 
     # ------------------------------------------------------------------ disposal
 
