@@ -28,7 +28,13 @@ from dsh_trio.persistence._jsonl_lines import encode_events
 from dsh_trio.persistence._jsonl_load import scan_log
 from dsh_trio.persistence._persistence import load_session
 from dsh_trio.persistence._recorder import persist_new_session
-from dsh_trio.session import LoadedLog, Session, _compact, _session as _session_module
+from dsh_trio.session import (
+    LoadedLog,
+    Session,
+    _compact,
+    _line_chunks,
+    _session as _session_module,
+)
 from dsh_trio.session._compact import DecodedEvents
 from dsh_trio.values import (
     AssistantMessage,
@@ -696,11 +702,11 @@ def test_a_session_without_a_log_settles_only_when_a_bound_is_set() -> None:
 def test_a_writers_lines_are_gathered_into_chunks_and_adopted_in_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_compact, "CHUNK_LINES", 4)
+    monkeypatch.setattr(_line_chunks, "CHUNK_LINES", 4)
     seen = list(_session(3).events)
     data = encode_events(seen)
     lines = data.split(b"\n")[:-1]
-    chunks = _compact.LineChunks()
+    chunks = _line_chunks.LineChunks()
     chunks.add(0, b"".join(x + b"\n" for x in lines[:3]), 3)
     assert chunks.take() == []  # 3 lines: not a chunk yet
     chunks.add(3, b"".join(x + b"\n" for x in lines[3:5]), 2)
@@ -752,10 +758,10 @@ async def test_an_iteration_follows_events_that_settle_meanwhile() -> None:
 def test_a_writers_chunks_use_the_lines_vocabulary_as_a_preset_dictionary(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_compact, "CHUNK_LINES", 12)
+    monkeypatch.setattr(_line_chunks, "CHUNK_LINES", 12)
     seen = list(_session(3).events)
     lines = encode_events(seen).split(b"\n")[:-1]
-    chunks = _compact.LineChunks()
+    chunks = _line_chunks.LineChunks()
     chunks.add(0, b"".join(x + b"\n" for x in lines[:12]), 12)
     ((start, count, chunk),) = chunks.take()
     plain = zlib.compress(b"\n".join(lines[:12]), 6)
