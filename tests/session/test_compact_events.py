@@ -33,7 +33,7 @@ from dsh_trio.session import (
     Session,
     _compact,
     _line_chunks,
-    _session as _session_module,
+    _settling,
 )
 from dsh_trio.session._compact import DecodedEvents
 from dsh_trio.values import (
@@ -578,7 +578,7 @@ def test_the_accelerator_is_msgspec_when_installed() -> None:
 @pytest.fixture
 def settle_early(monkeypatch: pytest.MonkeyPatch, small_blocks: None) -> None:
     """A live session settles once 8 events lie before its previous turn."""
-    monkeypatch.setattr(_session_module, "SETTLE_AFTER", 8)
+    monkeypatch.setattr(_settling, "SETTLE_AFTER", 8)
 
 
 def _live_session(
@@ -645,7 +645,7 @@ def test_a_live_session_keeps_its_older_turns_as_lines_and_reads_them_equal(
     _assert_reads_back(live, seen)
     # The same state as a session that keeps every event as a value.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_session_module, "SETTLE_AFTER", 10**9)
+        mp.setattr(_settling, "SETTLE_AFTER", 10**9)
         plain = _live_session(12, [])
     assert plain._events.compact_count == 0
     _assert_same_state(live, plain)
@@ -689,7 +689,7 @@ async def test_a_settled_live_session_is_stored_and_restored_unchanged(
 def test_a_session_without_a_log_settles_only_when_a_bound_is_set() -> None:
     # Off by default: encoding its lines itself costs more of a turn than its bytes
     # are worth (a session with a log takes its writer's lines instead).
-    assert _session_module.SETTLE_AFTER is None
+    assert _settling.SETTLE_AFTER is None
     seen: list[SessionEvent] = []
     live = _live_session(30, seen)
     assert live._events.compact_count == 0

@@ -10,19 +10,12 @@ has the live view of the events.
 
 The events are a :class:`DecodedEvents`: a restored log keeps the events it read as
 their JSON lines (compressed, decoded when read; see :mod:`._loaded`), and the events
-appended since are kept as values. A live session's settled events (those before
-the previous turn's ``turn/start``) become lines too, so its past is held as
-compactly as a restored one's, while the current and the previous turn stay values
-(what the agent loop and the derived history read). A session with a log takes the
-lines its log writer wrote, compressed by the writer in chunks off the event loop
-(:meth:`Session._offer_lines`, called by its recorder): nothing is encoded twice. A
-session without a log keeps its events as values unless :data:`SETTLE_AFTER` is set
-(it then encodes them itself, which costs about 40 % of a turn's instructions).
+appended since are kept as values. A live session's settled events become lines too
+(:mod:`._settling`, which keeps where that stands).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from time import time_ns as _time_ns
 from typing import Final
@@ -48,7 +41,13 @@ from ..values import (
     is_known_event_type,
     now_ms,
 )
-from ._admission import check_sources, invalid, new_event, typed_event_data
+from ._admission import (
+    check_sources,
+    invalid,
+    new_event,
+    typed_event_data,
+    warn_undeclared,
+)
 from ._compact import DecodedEvents
 from ._fork import fork_prefix
 from ._headers import new_header, restored_header
@@ -56,39 +55,14 @@ from ._history import DerivedMessages, HistoryFold
 from ._intake import intake
 from ._loaded import LoadedLog
 from ._markers import MARKER_TYPES, Markers
+from ._settling import Settling
 from ._subscription import Subscription, listener_failed
 from ._surface import APPEND, Plan, Surface
 from ._views import SessionEvents
 
 __all__ = ["Session"]
 
-_logger = logging.getLogger("dsh_trio")
-
 _MAX: Final = MAX_SAFE_INTEGER
-
-#: How many settled events a live session keeps as values before it encodes them
-#: into lines itself (at the next ``turn/start``); ``None``: never. Off: encoding
-#: through the general converter costs about 40 % of a turn's instructions. A
-#: session with a log settles anyway, with the lines its writer wrote.
-SETTLE_AFTER: int | None = None
-
-
-#: The undeclared event types an append has warned about (once each).
-_warned: set[str] = set()
-
-
-def _warn_undeclared(type_: str) -> None:
-    if type_ in _warned:
-        return
-    _warned.add(type_)
-    _logger.warning(
-        'session event type "%s" is not known, not declared and not marked '
-        "ignorable: a stored log holding it will be refused on load; append it with "
-        "ignorable=True, or declare it with "
-        'dsh_trio.session.register_event_type("%s")',
-        type_,
-        type_,
-    )
 
 
 @attrs.define(eq=False, repr=False)
@@ -123,15 +97,7 @@ class Session:
     # projections read the surface nodes appended since their last look only when
     # this mark reaches them.
     _prompt_seq: int = attrs.field(default=-1, init=False)
-    # The seq of the latest ``turn/start``: the events before the one preceding it
-    # are settled (see the module docs); ``None`` once an event could not be.
-    _turn_mark: int | None = attrs.field(default=0, init=False)
-    # The events before this seq are settled; the writer's chunks of lines wait in
-    # ``_offered`` until they are (``None``: none offered).
-    _settled_below: int = attrs.field(default=0, init=False)
-    _offered: list[tuple[int, int, bytes]] | None = attrs.field(
-        default=None, init=False
-    )
+    _settling: Settling = attrs.field(factory=Settling, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._live = self._events.values
@@ -403,7 +369,7 @@ class Session:
             else check_sources(type, source_event_seqs, seq)
         )
         if not (ignorable or type in EVENT_DATA_TYPES or is_known_event_type(type)):
-            _warn_undeclared(type)
+            warn_undeclared(type)
         return self.append_trusted(
             type,
             typed,
@@ -497,7 +463,9 @@ class Session:
             if type_ in MARKER_TYPES:
                 self._markers.fold(event)
                 if type_ == "turn/start":
-                    self._turn_started(event.seq)
+                    self._base = self._settling.turn_started(
+                        event.seq, self._base, self._events
+                    )
         else:
             seq = event.seq
             self._surface.apply(plan, seq)
@@ -510,63 +478,12 @@ class Session:
             ):
                 self._prompt_seq = seq
 
-    def _turn_started(self, seq: int) -> None:
-        """A ``turn/start`` at ``seq`` committed: settle the events before the
-        previous turn's start into lines once there are enough of them."""
-        previous = self._turn_mark
-        if previous is None:
-            return
-        self._turn_mark = seq
-        self._settled_below = previous
-        if self._offered:
-            self._adopt_offered()
-        count = previous - self._base
-        bound = SETTLE_AFTER
-        if bound is not None and count >= bound:
-            settled = self._events.settle(count)
-            self._base += settled
-            if settled < count:  # an event that has no faithful line stays a value
-                self._stop_settling()
-
     def _offer_lines(self, chunks: Sequence[tuple[int, int, bytes]]) -> None:
-        """Chunks of the lines a log writer wrote for this session's events:
-        ``(first seq, lines, zlib bytes)``, in seq order (:class:`LineChunks`).
-
-        Runtime use (a session recorder passes what its writer gathered). The
-        events a chunk holds are kept as its lines once they are all settled (now,
-        or at a later ``turn/start``); chunks for events kept otherwise are dropped.
+        """Chunks of the lines a log writer wrote for this session's events (see
+        :meth:`Settling.offer`). Runtime use: a session recorder passes what its
+        writer gathered.
         """
-        if self._turn_mark is None or not chunks:
-            return
-        if self._offered is None:
-            self._offered = list(chunks)
-        else:
-            self._offered.extend(chunks)
-        self._adopt_offered()
-
-    def _adopt_offered(self) -> None:
-        offered = self._offered
-        assert offered is not None
-        below = self._settled_below
-        taken = 0
-        for start, count, chunk in offered:
-            base = self._base
-            if start + count <= base:  # held as lines already
-                taken += 1
-                continue
-            if start + count > below:  # not settled yet: wait
-                break
-            if start != base or not self._events.adopt_lines(start, count, chunk):
-                self._stop_settling()  # a gap, or an event without a faithful line
-                return
-            self._base = base + count
-            taken += 1
-        del offered[:taken]
-
-    def _stop_settling(self) -> None:
-        """An event could not be settled: it and every later one stay values."""
-        self._turn_mark = None
-        self._offered = None
+        self._base = self._settling.offer(chunks, self._base, self._events)
 
     def _load(self, events: Sequence[SessionEvent], what: str) -> None:
         """Admit existing events (a seed or a persisted log) into this fresh session
@@ -605,8 +522,9 @@ class Session:
         self._history = self._surface
         self._markers = attrs.evolve(markers)
         self._prompt_seq = self.next_seq - 1  # any adopted event may be one
-        self._turn_mark = markers.open_turn_seq or self._base
-        self._settled_below = self._base
+        self._settling = Settling(
+            turn_mark=markers.open_turn_seq or self._base, settled_below=self._base
+        )
 
     # ------------------------------------------------------------------ fork
 
