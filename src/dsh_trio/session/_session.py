@@ -6,7 +6,8 @@ and notifies listeners without blocking. Persistence listens through
 :mod:`._admission`, the surface rules in :mod:`._surface`. The derived history
 (:mod:`._history`, folded when asked for) and the latest markers
 (:mod:`._markers`, folded as events commit) are incremental folds; :mod:`._views`
-has the live view of the events.
+has the live view of the events, and :mod:`._reads` the members that read the
+session's state (its base class).
 
 The events are a :class:`DecodedEvents`: a restored log keeps the events it read as
 their JSON lines (compressed, decoded when read; see :mod:`._loaded`), and the events
@@ -28,13 +29,10 @@ from ..values import (
     MAX_SAFE_INTEGER,
     SURFACE_TYPES,
     EndSeed,
-    EpochHeader,
     EventData,
     JsonValue,
-    RequestContextData,
     SessionEvent,
     SessionHeader,
-    SessionId,
     SurfaceOp,
     UserMessage,
     UserSource,
@@ -51,10 +49,11 @@ from ._admission import (
 from ._compact import DecodedEvents
 from ._fork import fork_prefix
 from ._headers import new_header, restored_header
-from ._history import DerivedMessages, HistoryFold
+from ._history import HistoryFold
 from ._intake import intake
 from ._loaded import LoadedLog
 from ._markers import MARKER_TYPES, Markers
+from ._reads import SessionReads
 from ._settling import Settling
 from ._subscription import Subscription, listener_failed
 from ._surface import APPEND, Plan, Surface
@@ -66,7 +65,7 @@ _MAX: Final = MAX_SAFE_INTEGER
 
 
 @attrs.define(eq=False, repr=False)
-class Session:
+class Session(SessionReads):
     """An append-only session log with its surface and derived message history.
 
     Create one with :meth:`create` (fresh or seeded) or :meth:`restore` (persisted
@@ -104,11 +103,6 @@ class Session:
         self._view = SessionEvents(self._events)
         self._surface = Surface(self._events)
         self._history = self._surface  # a surface is its own fold
-
-    @property
-    def _id(self) -> SessionId:
-        # Read from the header rather than kept twice (a live session's bytes).
-        return self._header.id
 
     def __repr__(self) -> str:
         return f"<Session {self._id!r}: {self._base + len(self._live)} events>"
@@ -201,79 +195,6 @@ class Session:
         session = cls(header=header, clock=clock if clock is not None else now_ms)
         session._load(events, "log")
         return session
-
-    # ------------------------------------------------------------------ reading
-
-    @property
-    def id(self) -> SessionId:
-        """The session id."""
-        return self._id
-
-    @property
-    def header(self) -> SessionHeader:
-        """The session header (identity and lineage)."""
-        return self._header
-
-    @property
-    def events(self) -> SessionEvents:
-        """A read-only live view of the log (O(1), no copy)."""
-        return self._view
-
-    @property
-    def next_seq(self) -> int:
-        """The seq the next appended event gets."""
-        return self._base + len(self._live)
-
-    @property
-    def surface(self) -> tuple[int, ...]:
-        """The seqs of the current surface nodes, in order."""
-        return tuple(self._surface.nodes)
-
-    @property
-    def _surface_nodes(self) -> Sequence[int]:
-        """The surface's live node list (O(1), no copy): read it, never change it."""
-        return self._surface.nodes
-
-    @property
-    def replace_generation(self) -> int:
-        """How many replace ops the surface has seen."""
-        return self._surface.generation
-
-    @property
-    def last_turn(self) -> int:
-        """The turn number of the last ``turn/start`` in the log (0 if none)."""
-        return self._markers.last_turn
-
-    @property
-    def open_turn(self) -> int | None:
-        """The turn of a ``turn/start`` not yet closed by ``turn/end``, if any."""
-        return self._markers.open_turn
-
-    @property
-    def _open_turn_start(self) -> int | None:
-        """The seq of the open turn's ``turn/start`` (``None`` with no open turn)."""
-        return self._markers.open_turn_seq
-
-    def request_header(self) -> EpochHeader | None:
-        """The header of the latest ``request/header`` event, if any (O(1))."""
-        return self._markers.request_header
-
-    def request_context(self) -> RequestContextData | None:
-        """The data of the latest ``request/context`` event, if any (O(1))."""
-        return self._markers.request_context
-
-    def derive_messages(self) -> DerivedMessages:
-        """The model-visible history: the surface folded into messages.
-
-        ``user/message`` gives its message; ``system/message`` and
-        ``assistant/message`` give theirs unless the content is empty;
-        ``tool/result`` gives its result message. The fold is incremental (only
-        surface nodes added since the last call are visited) and rebuilt only after
-        a replace op. Returns an immutable O(1) snapshot (:class:`DerivedMessages`),
-        so a call costs O(new events) however long the log is; ``list(...)`` of it
-        gives a mutable copy. The messages themselves are shared immutable values.
-        """
-        return self._history.snapshot()
 
     # ------------------------------------------------------------------ listeners
 
