@@ -18,7 +18,8 @@ import dsh_trio as dsh
 from dsh_trio.persistence import JsonlPersistence, load_session
 from dsh_trio.persistence._recorder import SessionRecorder
 from dsh_trio.session import Session
-from dsh_trio.session._compact import CHUNK_LINES, DecodedEvents
+from dsh_trio.session._compact import DecodedEvents
+from dsh_trio.session._line_chunks import CHUNK_LINES
 from dsh_trio.testing import ScriptedModel, reply
 from dsh_trio.values import SessionEvent
 

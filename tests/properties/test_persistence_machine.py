@@ -10,7 +10,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from hypothesis.strategies._internal.core import RandomSeeder
 
 import dsh_trio as dsh
-from dsh_trio.session import _compact
+from dsh_trio.session import _line_chunks
 from dsh_trio.testing import machine_settings
 from dsh_trio.testing._strategies import Send
 
@@ -31,7 +31,7 @@ TestPersistenceMachine.settings = machine_settings()
 def _small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Writers hand their lines over every 2 lines, so the machine's short lives
     settle their sessions' older turns as the written lines too."""
-    monkeypatch.setattr(_compact, "CHUNK_LINES", 2)
+    monkeypatch.setattr(_line_chunks, "CHUNK_LINES", 2)
     yield
 
 

@@ -28,7 +28,13 @@ from dsh_trio.persistence._jsonl_lines import encode_events
 from dsh_trio.persistence._jsonl_load import scan_log
 from dsh_trio.persistence._persistence import load_session
 from dsh_trio.persistence._recorder import persist_new_session
-from dsh_trio.session import LoadedLog, Session, _compact, _session as _session_module
+from dsh_trio.session import (
+    LoadedLog,
+    Session,
+    _compact,
+    _line_chunks,
+    _settling,
+)
 from dsh_trio.session._compact import DecodedEvents
 from dsh_trio.values import (
     AssistantMessage,
@@ -572,7 +578,7 @@ def test_the_accelerator_is_msgspec_when_installed() -> None:
 @pytest.fixture
 def settle_early(monkeypatch: pytest.MonkeyPatch, small_blocks: None) -> None:
     """A live session settles once 8 events lie before its previous turn."""
-    monkeypatch.setattr(_session_module, "SETTLE_AFTER", 8)
+    monkeypatch.setattr(_settling, "SETTLE_AFTER", 8)
 
 
 def _live_session(
@@ -639,7 +645,7 @@ def test_a_live_session_keeps_its_older_turns_as_lines_and_reads_them_equal(
     _assert_reads_back(live, seen)
     # The same state as a session that keeps every event as a value.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_session_module, "SETTLE_AFTER", 10**9)
+        mp.setattr(_settling, "SETTLE_AFTER", 10**9)
         plain = _live_session(12, [])
     assert plain._events.compact_count == 0
     _assert_same_state(live, plain)
@@ -683,7 +689,7 @@ async def test_a_settled_live_session_is_stored_and_restored_unchanged(
 def test_a_session_without_a_log_settles_only_when_a_bound_is_set() -> None:
     # Off by default: encoding its lines itself costs more of a turn than its bytes
     # are worth (a session with a log takes its writer's lines instead).
-    assert _session_module.SETTLE_AFTER is None
+    assert _settling.SETTLE_AFTER is None
     seen: list[SessionEvent] = []
     live = _live_session(30, seen)
     assert live._events.compact_count == 0
@@ -696,11 +702,11 @@ def test_a_session_without_a_log_settles_only_when_a_bound_is_set() -> None:
 def test_a_writers_lines_are_gathered_into_chunks_and_adopted_in_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_compact, "CHUNK_LINES", 4)
+    monkeypatch.setattr(_line_chunks, "CHUNK_LINES", 4)
     seen = list(_session(3).events)
     data = encode_events(seen)
     lines = data.split(b"\n")[:-1]
-    chunks = _compact.LineChunks()
+    chunks = _line_chunks.LineChunks()
     chunks.add(0, b"".join(x + b"\n" for x in lines[:3]), 3)
     assert chunks.take() == []  # 3 lines: not a chunk yet
     chunks.add(3, b"".join(x + b"\n" for x in lines[3:5]), 2)
@@ -752,10 +758,10 @@ async def test_an_iteration_follows_events_that_settle_meanwhile() -> None:
 def test_a_writers_chunks_use_the_lines_vocabulary_as_a_preset_dictionary(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_compact, "CHUNK_LINES", 12)
+    monkeypatch.setattr(_line_chunks, "CHUNK_LINES", 12)
     seen = list(_session(3).events)
     lines = encode_events(seen).split(b"\n")[:-1]
-    chunks = _compact.LineChunks()
+    chunks = _line_chunks.LineChunks()
     chunks.add(0, b"".join(x + b"\n" for x in lines[:12]), 12)
     ((start, count, chunk),) = chunks.take()
     plain = zlib.compress(b"\n".join(lines[:12]), 6)

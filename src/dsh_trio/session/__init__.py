@@ -9,8 +9,8 @@ from ..values import (
     SurfaceReplace as SurfaceReplace,
     register_event_type as register_event_type,
 )
-from ._compact import LineChunks as LineChunks
 from ._history import DerivedMessages as DerivedMessages
+from ._line_chunks import LineChunks as LineChunks
 from ._loaded import LoadedLog as LoadedLog
 from ._repair import (
     close_interrupted_turn as close_interrupted_turn,

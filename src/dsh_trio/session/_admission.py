@@ -1,7 +1,8 @@
 """What an event must be to enter a session log, surface rules aside.
 
 ``Session.append`` checks the data of a new event (:func:`typed_event_data`) and its
-``source_event_seqs`` (:func:`check_sources`); ``Session.restore`` and seeds also check
+``source_event_seqs`` (:func:`check_sources`), and warns once about an event type a
+reader would refuse (:func:`warn_undeclared`); ``Session.restore`` and seeds also check
 the envelope of an existing event (:func:`admitted`). Every refusal is an
 :class:`InvalidEventError` naming the seq and type (:func:`invalid`); the surface
 rules of :mod:`dsh_trio.session._surface` use the same error.
@@ -9,6 +10,7 @@ rules of :mod:`dsh_trio.session._surface` use the same error.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -38,7 +40,10 @@ __all__ = [
     "invalid",
     "new_event",
     "typed_event_data",
+    "warn_undeclared",
 ]
+
+_logger = logging.getLogger("dsh_trio")
 
 _MAX: Final = MAX_SAFE_INTEGER
 
@@ -98,6 +103,26 @@ def typed_event_data(type_: str, data: object, seq: int) -> EventData | JsonValu
             seq, type_, f"carries invalid data: {exc.describe('data')}"
         ) from None
     return data
+
+
+#: The undeclared event types an append has warned about (once each).
+_warned: set[str] = set()
+
+
+def warn_undeclared(type_: str) -> None:
+    """Log, once per type, that an appended event of ``type_`` (neither known,
+    declared nor ignorable) makes a stored log holding it refused on load."""
+    if type_ in _warned:
+        return
+    _warned.add(type_)
+    _logger.warning(
+        'session event type "%s" is not known, not declared and not marked '
+        "ignorable: a stored log holding it will be refused on load; append it with "
+        "ignorable=True, or declare it with "
+        'dsh_trio.session.register_event_type("%s")',
+        type_,
+        type_,
+    )
 
 
 def check_sources(type_: str, sources: Sequence[int], seq: int) -> tuple[int, ...]:

@@ -8,9 +8,9 @@ is read. Events appended as values (the live part of a session) stay values unti
 they settle: a live session moves the events of its older turns into lines too,
 compressed in chunks, so a long-lived session holds its past as compressed lines
 whatever way it was made. The lines of a session with a log are the ones its log
-writer wrote, compressed in the writer's worker thread (:class:`LineChunks`,
-:meth:`DecodedEvents.adopt_lines`); :meth:`DecodedEvents.settle` encodes them
-itself. Reading gives values equal to the ones the decoder returned when the log
+writer wrote, compressed in the writer's worker thread
+(:class:`~._line_chunks.LineChunks`, :meth:`DecodedEvents.adopt_lines`);
+:meth:`DecodedEvents.settle` encodes them itself. Reading gives values equal to the ones the decoder returned when the log
 was read, or to the ones that were appended.
 """
 
@@ -20,7 +20,6 @@ import bisect
 import json
 import operator
 import sys
-import threading
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Final, SupportsIndex, overload
@@ -35,73 +34,13 @@ from ..values import (
     is_known_event_type,
     parse_json_line,
 )
+from ._line_chunks import inflate_chunk
 
-__all__ = ["BLOCK_LINES", "CHUNK_LINES", "DecodedEvents", "LineChunks"]
+__all__ = ["BLOCK_LINES", "DecodedEvents"]
 
 #: Lines per compressed block: a read decompresses one block (a few tens of µs).
 BLOCK_LINES: Final = 128
-#: Lines a log writer gathers before compressing them for its live session (see
-#: :class:`LineChunks`): what an active session holds as pending lines is at most
-#: this many.
-CHUNK_LINES: Final = 64
 _LEVEL: Final = 1  # fastest zlib level; JSON lines compress well even so
-#: The zlib level of a log writer's chunks: compressed off the event loop, where
-#: the default level's fifth less of held bytes is worth its twice the time (about
-#: 2 µs a line).
-_CHUNK_LEVEL: Final = 6
-#: The preset dictionary of a log writer's chunks: the vocabulary of event lines
-#: (their keys and types, most common last), which a chunk of a few tens of lines
-#: would otherwise spell out once each (a sixth of its compressed bytes). A chunk
-#: compressed without it reads back too (see :func:`_inflate`).
-_CHUNK_DICT: Final = b"".join(
-    [
-        b'{"type":"session/end-seed","seq":',
-        b'{"type":"assistant/attempt","seq":',
-        b'{"type":"tool/call","seq":',
-        b'{"type":"tool/result","seq":',
-        b'{"type":"tool-call","id":"","name":"","arguments":',
-        b'"source":{"kind":"tool","callId":"',
-        b'{"type":"reasoning","text":"',
-        b'{"type":"agent/inbox/spliced","seq":',
-        b'"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[{',
-        b'"source":{"kind":"user"},"role":"user","id":"',
-        b'{"type":"request/header","seq":',
-        b'"data":{"header":{"config":{"provider":"',
-        b'"reason":"initial"}}',
-        b'{"type":"request/context","seq":',
-        b'"data":{"provider":"',
-        b'{"type":"turn/end","seq":',
-        b'"reason":{"kind":"completed"}}}',
-        b'{"type":"turn/start","seq":',
-        b'{"type":"step/end","seq":',
-        b'{"type":"step/start","seq":',
-        b'{"type":"system/message","seq":',
-        b'"message":{"role":"system","content":[],"source":{"kind":"plugin",',
-        b'"plugin":"@deepseek-ai/dsh-system-prompt"},"id":"',
-        b'{"type":"user/message","seq":',
-        b'"data":{"content":[{"type":"text","text":"',
-        b'"usage":{"inputTokens":',
-        b',"outputTokens":',
-        b'"stream":[{"type":"chunk","time":',
-        b'"chunk":{"type":"block-start","index":0,"blockType":"text"}},',
-        b'{"type":"text-chunks","time0":',
-        b',"index":0,"dt":[0,0,0,0,0,0,0,0,0,0',
-        b'],"texts":["',
-        b'"chunk":{"type":"block-end","index":0,"block":{"type":"text","text":"',
-        b'"chunk":{"type":"usage","usage":{"inputTokens":',
-        b'"chunk":{"type":"finish","reason":{"kind":"stop"}}}]},',
-        b'{"type":"assistant/message","seq":',
-        b'"message":{"role":"assistant","content":[{"type":"text","text":"',
-        b'"source":{"kind":"model","provider":"',
-        b'","model":"',
-        b'"},"id":"',
-        b'"data":{"turn":',
-        b',"step":1',
-        b'"surfaceOp":"append"}',
-        b',"time":',
-        b',"data":{',
-    ]
-)
 _RECENT_MAX: Final = 256  # decoded events kept for repeated reads
 _UNKNOWN_TYPE: Final = 255  # the type code of an event whose type is not indexed
 
@@ -137,12 +76,6 @@ def encode_line(event: SessionEvent) -> bytes | None:
         return _ENCODE(event_to_json(event)).encode("utf-8")
     except (UnicodeEncodeError, ValueError):
         return None
-
-
-def _inflate(chunk: bytes) -> bytes:
-    """The lines a chunk holds: compressed with :data:`_CHUNK_DICT` or without a
-    preset dictionary (zlib uses the one given only when the chunk asks for it)."""
-    return zlib.decompressobj(zdict=_CHUNK_DICT).decompress(chunk)
 
 
 class _Lines:
@@ -218,63 +151,6 @@ def faithful(event: SessionEvent) -> bool:
     ignorable: a reader refuses any other)."""
     type_ = event.type
     return event.ignorable or type_ in EVENT_DATA_TYPES or is_known_event_type(type_)
-
-
-class LineChunks:
-    """The lines a log writer wrote, gathered and compressed for its live session.
-
-    A writer hands each batch it wrote to :meth:`add` (in its worker thread, after
-    the write succeeded): the encoded lines it wrote anyway. Every
-    :data:`CHUNK_LINES` lines or more are compressed there, off the event loop
-    (zlib releases the interpreter lock), into a chunk that :meth:`take` hands over;
-    the recorder of the session passes the chunks to ``Session`` (which keeps the
-    events they hold as those lines once they are settled). Batches that do not
-    continue the previous one start the gathering afresh. Thread-safe.
-
-    Example::
-
-        chunks = LineChunks()
-        chunks.add(0, b'{"type":"turn/start",...}\n', 1)
-        chunks.take()  # [] until CHUNK_LINES lines were added
-    """
-
-    __slots__ = ("_count", "_lock", "_parts", "_ready", "_start")
-
-    def __init__(self) -> None:
-        self._start = 0
-        self._count = 0
-        self._parts: list[bytes] = []
-        self._ready: list[tuple[int, int, bytes]] = []
-        self._lock = threading.Lock()
-
-    def add(self, first_seq: int, data: bytes, count: int) -> None:
-        """Gather ``count`` written lines (each ending in ``\n``) from ``first_seq``."""
-        if count <= 0:
-            return
-        if self._count and first_seq != self._start + self._count:
-            self._parts.clear()  # a gap: start again from this batch
-            self._count = 0
-        if not self._count:
-            self._start = first_seq
-        self._parts.append(data)
-        self._count += count
-        if self._count >= CHUNK_LINES:
-            data = b"".join(self._parts)
-            packer = zlib.compressobj(_CHUNK_LEVEL, zdict=_CHUNK_DICT)
-            packed = packer.compress(data[:-1]) + packer.flush()
-            chunk = (self._start, self._count, packed)
-            self._parts = []
-            self._count = 0
-            with self._lock:
-                self._ready.append(chunk)
-
-    def take(self) -> list[tuple[int, int, bytes]]:
-        """The chunks compressed since the last call: ``(first seq, lines, bytes)``."""
-        with self._lock:
-            ready = self._ready
-            if ready:
-                self._ready = []
-            return ready
 
 
 class DecodedEvents(Sequence[SessionEvent]):
@@ -403,7 +279,7 @@ class DecodedEvents(Sequence[SessionEvent]):
         ``chunk`` holds compressed (zlib, one line each, joined by ``\n``; with or
         without the preset dictionary of a log writer's chunks).
 
-        What a log writer wrote for them (:class:`LineChunks`), or what
+        What a log writer wrote for them (:class:`~._line_chunks.LineChunks`), or what
         :meth:`settle` encodes: reads decode each line again, to a value equal to
         the event. Taken only when those events are the first ones held as values
         and each has a line that reads back (:func:`faithful`); returns whether it
@@ -464,7 +340,7 @@ class DecodedEvents(Sequence[SessionEvent]):
             k = bisect.bisect_right(starts, index) - 1
             cached = store.cached
             if cached[0] != -1 - k:
-                lines = _inflate(store.chunks[k]).split(b"\n")
+                lines = inflate_chunk(store.chunks[k]).split(b"\n")
                 cached = store.cached = (-1 - k, lines)
             return cached[1][index - starts[k]]
         block, offset = divmod(index, BLOCK_LINES)

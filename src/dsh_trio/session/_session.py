@@ -6,23 +6,17 @@ and notifies listeners without blocking. Persistence listens through
 :mod:`._admission`, the surface rules in :mod:`._surface`. The derived history
 (:mod:`._history`, folded when asked for) and the latest markers
 (:mod:`._markers`, folded as events commit) are incremental folds; :mod:`._views`
-has the live view of the events.
+has the live view of the events, and :mod:`._reads` the members that read the
+session's state (its base class).
 
 The events are a :class:`DecodedEvents`: a restored log keeps the events it read as
 their JSON lines (compressed, decoded when read; see :mod:`._loaded`), and the events
-appended since are kept as values. A live session's settled events (those before
-the previous turn's ``turn/start``) become lines too, so its past is held as
-compactly as a restored one's, while the current and the previous turn stay values
-(what the agent loop and the derived history read). A session with a log takes the
-lines its log writer wrote, compressed by the writer in chunks off the event loop
-(:meth:`Session._offer_lines`, called by its recorder): nothing is encoded twice. A
-session without a log keeps its events as values unless :data:`SETTLE_AFTER` is set
-(it then encodes them itself, which costs about 40 % of a turn's instructions).
+appended since are kept as values. A live session's settled events become lines too
+(:mod:`._settling`, which keeps where that stands).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from time import time_ns as _time_ns
 from typing import Final
@@ -35,64 +29,43 @@ from ..values import (
     MAX_SAFE_INTEGER,
     SURFACE_TYPES,
     EndSeed,
-    EpochHeader,
     EventData,
     JsonValue,
-    RequestContextData,
     SessionEvent,
     SessionHeader,
-    SessionId,
     SurfaceOp,
     UserMessage,
     UserSource,
     is_known_event_type,
     now_ms,
 )
-from ._admission import check_sources, invalid, new_event, typed_event_data
+from ._admission import (
+    check_sources,
+    invalid,
+    new_event,
+    typed_event_data,
+    warn_undeclared,
+)
 from ._compact import DecodedEvents
 from ._fork import fork_prefix
 from ._headers import new_header, restored_header
-from ._history import DerivedMessages, HistoryFold
+from ._history import HistoryFold
 from ._intake import intake
 from ._loaded import LoadedLog
 from ._markers import MARKER_TYPES, Markers
+from ._reads import SessionReads
+from ._settling import Settling
 from ._subscription import Subscription, listener_failed
 from ._surface import APPEND, Plan, Surface
 from ._views import SessionEvents
 
 __all__ = ["Session"]
 
-_logger = logging.getLogger("dsh_trio")
-
 _MAX: Final = MAX_SAFE_INTEGER
-
-#: How many settled events a live session keeps as values before it encodes them
-#: into lines itself (at the next ``turn/start``); ``None``: never. Off: encoding
-#: through the general converter costs about 40 % of a turn's instructions. A
-#: session with a log settles anyway, with the lines its writer wrote.
-SETTLE_AFTER: int | None = None
-
-
-#: The undeclared event types an append has warned about (once each).
-_warned: set[str] = set()
-
-
-def _warn_undeclared(type_: str) -> None:
-    if type_ in _warned:
-        return
-    _warned.add(type_)
-    _logger.warning(
-        'session event type "%s" is not known, not declared and not marked '
-        "ignorable: a stored log holding it will be refused on load; append it with "
-        "ignorable=True, or declare it with "
-        'dsh_trio.session.register_event_type("%s")',
-        type_,
-        type_,
-    )
 
 
 @attrs.define(eq=False, repr=False)
-class Session:
+class Session(SessionReads):
     """An append-only session log with its surface and derived message history.
 
     Create one with :meth:`create` (fresh or seeded) or :meth:`restore` (persisted
@@ -123,26 +96,13 @@ class Session:
     # projections read the surface nodes appended since their last look only when
     # this mark reaches them.
     _prompt_seq: int = attrs.field(default=-1, init=False)
-    # The seq of the latest ``turn/start``: the events before the one preceding it
-    # are settled (see the module docs); ``None`` once an event could not be.
-    _turn_mark: int | None = attrs.field(default=0, init=False)
-    # The events before this seq are settled; the writer's chunks of lines wait in
-    # ``_offered`` until they are (``None``: none offered).
-    _settled_below: int = attrs.field(default=0, init=False)
-    _offered: list[tuple[int, int, bytes]] | None = attrs.field(
-        default=None, init=False
-    )
+    _settling: Settling = attrs.field(factory=Settling, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._live = self._events.values
         self._view = SessionEvents(self._events)
         self._surface = Surface(self._events)
         self._history = self._surface  # a surface is its own fold
-
-    @property
-    def _id(self) -> SessionId:
-        # Read from the header rather than kept twice (a live session's bytes).
-        return self._header.id
 
     def __repr__(self) -> str:
         return f"<Session {self._id!r}: {self._base + len(self._live)} events>"
@@ -235,79 +195,6 @@ class Session:
         session = cls(header=header, clock=clock if clock is not None else now_ms)
         session._load(events, "log")
         return session
-
-    # ------------------------------------------------------------------ reading
-
-    @property
-    def id(self) -> SessionId:
-        """The session id."""
-        return self._id
-
-    @property
-    def header(self) -> SessionHeader:
-        """The session header (identity and lineage)."""
-        return self._header
-
-    @property
-    def events(self) -> SessionEvents:
-        """A read-only live view of the log (O(1), no copy)."""
-        return self._view
-
-    @property
-    def next_seq(self) -> int:
-        """The seq the next appended event gets."""
-        return self._base + len(self._live)
-
-    @property
-    def surface(self) -> tuple[int, ...]:
-        """The seqs of the current surface nodes, in order."""
-        return tuple(self._surface.nodes)
-
-    @property
-    def _surface_nodes(self) -> Sequence[int]:
-        """The surface's live node list (O(1), no copy): read it, never change it."""
-        return self._surface.nodes
-
-    @property
-    def replace_generation(self) -> int:
-        """How many replace ops the surface has seen."""
-        return self._surface.generation
-
-    @property
-    def last_turn(self) -> int:
-        """The turn number of the last ``turn/start`` in the log (0 if none)."""
-        return self._markers.last_turn
-
-    @property
-    def open_turn(self) -> int | None:
-        """The turn of a ``turn/start`` not yet closed by ``turn/end``, if any."""
-        return self._markers.open_turn
-
-    @property
-    def _open_turn_start(self) -> int | None:
-        """The seq of the open turn's ``turn/start`` (``None`` with no open turn)."""
-        return self._markers.open_turn_seq
-
-    def request_header(self) -> EpochHeader | None:
-        """The header of the latest ``request/header`` event, if any (O(1))."""
-        return self._markers.request_header
-
-    def request_context(self) -> RequestContextData | None:
-        """The data of the latest ``request/context`` event, if any (O(1))."""
-        return self._markers.request_context
-
-    def derive_messages(self) -> DerivedMessages:
-        """The model-visible history: the surface folded into messages.
-
-        ``user/message`` gives its message; ``system/message`` and
-        ``assistant/message`` give theirs unless the content is empty;
-        ``tool/result`` gives its result message. The fold is incremental (only
-        surface nodes added since the last call are visited) and rebuilt only after
-        a replace op. Returns an immutable O(1) snapshot (:class:`DerivedMessages`),
-        so a call costs O(new events) however long the log is; ``list(...)`` of it
-        gives a mutable copy. The messages themselves are shared immutable values.
-        """
-        return self._history.snapshot()
 
     # ------------------------------------------------------------------ listeners
 
@@ -403,7 +290,7 @@ class Session:
             else check_sources(type, source_event_seqs, seq)
         )
         if not (ignorable or type in EVENT_DATA_TYPES or is_known_event_type(type)):
-            _warn_undeclared(type)
+            warn_undeclared(type)
         return self.append_trusted(
             type,
             typed,
@@ -497,7 +384,9 @@ class Session:
             if type_ in MARKER_TYPES:
                 self._markers.fold(event)
                 if type_ == "turn/start":
-                    self._turn_started(event.seq)
+                    self._base = self._settling.turn_started(
+                        event.seq, self._base, self._events
+                    )
         else:
             seq = event.seq
             self._surface.apply(plan, seq)
@@ -510,63 +399,12 @@ class Session:
             ):
                 self._prompt_seq = seq
 
-    def _turn_started(self, seq: int) -> None:
-        """A ``turn/start`` at ``seq`` committed: settle the events before the
-        previous turn's start into lines once there are enough of them."""
-        previous = self._turn_mark
-        if previous is None:
-            return
-        self._turn_mark = seq
-        self._settled_below = previous
-        if self._offered:
-            self._adopt_offered()
-        count = previous - self._base
-        bound = SETTLE_AFTER
-        if bound is not None and count >= bound:
-            settled = self._events.settle(count)
-            self._base += settled
-            if settled < count:  # an event that has no faithful line stays a value
-                self._stop_settling()
-
     def _offer_lines(self, chunks: Sequence[tuple[int, int, bytes]]) -> None:
-        """Chunks of the lines a log writer wrote for this session's events:
-        ``(first seq, lines, zlib bytes)``, in seq order (:class:`LineChunks`).
-
-        Runtime use (a session recorder passes what its writer gathered). The
-        events a chunk holds are kept as its lines once they are all settled (now,
-        or at a later ``turn/start``); chunks for events kept otherwise are dropped.
+        """Chunks of the lines a log writer wrote for this session's events (see
+        :meth:`Settling.offer`). Runtime use: a session recorder passes what its
+        writer gathered.
         """
-        if self._turn_mark is None or not chunks:
-            return
-        if self._offered is None:
-            self._offered = list(chunks)
-        else:
-            self._offered.extend(chunks)
-        self._adopt_offered()
-
-    def _adopt_offered(self) -> None:
-        offered = self._offered
-        assert offered is not None
-        below = self._settled_below
-        taken = 0
-        for start, count, chunk in offered:
-            base = self._base
-            if start + count <= base:  # held as lines already
-                taken += 1
-                continue
-            if start + count > below:  # not settled yet: wait
-                break
-            if start != base or not self._events.adopt_lines(start, count, chunk):
-                self._stop_settling()  # a gap, or an event without a faithful line
-                return
-            self._base = base + count
-            taken += 1
-        del offered[:taken]
-
-    def _stop_settling(self) -> None:
-        """An event could not be settled: it and every later one stay values."""
-        self._turn_mark = None
-        self._offered = None
+        self._base = self._settling.offer(chunks, self._base, self._events)
 
     def _load(self, events: Sequence[SessionEvent], what: str) -> None:
         """Admit existing events (a seed or a persisted log) into this fresh session
@@ -605,8 +443,9 @@ class Session:
         self._history = self._surface
         self._markers = attrs.evolve(markers)
         self._prompt_seq = self.next_seq - 1  # any adopted event may be one
-        self._turn_mark = markers.open_turn_seq or self._base
-        self._settled_below = self._base
+        self._settling = Settling(
+            turn_mark=markers.open_turn_seq or self._base, settled_below=self._base
+        )
 
     # ------------------------------------------------------------------ fork
 

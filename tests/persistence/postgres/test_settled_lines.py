@@ -9,7 +9,7 @@ import dsh_trio as dsh
 from dsh_trio.persistence import load_session
 from dsh_trio.persistence.postgres import PostgresPersistence
 from dsh_trio.session import Session
-from dsh_trio.session._compact import CHUNK_LINES
+from dsh_trio.session._line_chunks import CHUNK_LINES
 from dsh_trio.testing import ScriptedModel, reply
 from dsh_trio.values import SessionEvent
 
