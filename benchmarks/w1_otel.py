@@ -24,8 +24,8 @@ repetition. Beside them, two floors of any instrumentation of this turn:
   two spans and three histogram records from the same session events
   (``turn/start``, ``step/start``, ``assistant/message``, ``turn/end``), with
   constant attributes and no logic of its own. Its ratio to off is what the SDK's
-  calls cost inside the turn; the "above that floor" row is what ``instrument``'s
-  own listeners add (``(on - floor) / off``).
+  calls cost inside the turn; the ratio of "on" to it is what ``instrument``'s own
+  listeners add.
 - **SDK alone**: the same calls made in a loop, no runtime (the SDK's cost when
   nothing else runs between its calls).
 
@@ -398,13 +398,10 @@ def run(ctx: Context) -> list[Row]:
             ),
             Row(
                 workload=NAME,
-                metric=f"{label}: above that floor, / off",
+                metric=f"{label}: ratio on / SDK in the turn (CPU)",
                 unit="x",
-                samples=tuple(
-                    (a - f) / o
-                    for a, f, o in zip(on, samples[f"floor {kind}"], off, strict=True)
-                ),
-                note="what instrument's own listeners add",
+                samples=_ratios(on, samples[f"floor {kind}"]),
+                note="what instrument's own listeners add to the SDK's calls",
             ),
             Row(
                 workload=NAME,
