@@ -734,6 +734,27 @@ def test_a_writers_lines_are_gathered_into_chunks_and_adopted_in_order(
     assert twin == seen and twin._store.chunks == events._store.chunks
 
 
+def test_a_writers_chunk_of_settled_events_is_adopted_as_it_is_offered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The writer's chunk arrives after the turn/start that settled its events: the
+    # session takes it at once, and counts, reads and appends go on from it.
+    monkeypatch.setattr(_line_chunks, "CHUNK_LINES", 4)
+    seen: list[SessionEvent] = []
+    live = _live_session(4, seen)
+    starts = [e.seq for e in seen if e.type == "turn/start"]
+    count = starts[-2]  # the events before the previous turn's start are settled
+    lines = encode_events(seen[:count])
+    chunks = _line_chunks.LineChunks()
+    chunks.add(0, lines, count)
+    live._offer_lines(chunks.take())
+    assert live._events.compact_count == count
+    assert live.next_seq == len(seen)
+    live.append("app/note", {"n": 1})
+    assert seen[-1].seq == len(seen) - 1
+    _assert_reads_back(live, seen)
+
+
 def test_lines_of_an_event_a_reader_refuses_are_not_adopted() -> None:
     odd = SessionEvent(seq=0, time=1, type="app/undeclared", data={"k": 1})
     data = encode_events([odd])

@@ -384,9 +384,9 @@ class Session(SessionReads):
             if type_ in MARKER_TYPES:
                 self._markers.fold(event)
                 if type_ == "turn/start":
-                    self._base = self._settling.turn_started(
-                        event.seq, self._base, self._events
-                    )
+                    events = self._events
+                    self._settling.turn_started(event.seq, events)
+                    self._base = events.compact_count
         else:
             seq = event.seq
             self._surface.apply(plan, seq)
@@ -404,7 +404,9 @@ class Session(SessionReads):
         :meth:`Settling.offer`). Runtime use: a session recorder passes what its
         writer gathered.
         """
-        self._base = self._settling.offer(chunks, self._base, self._events)
+        events = self._events
+        self._settling.offer(chunks, events)
+        self._base = events.compact_count
 
     def _load(self, events: Sequence[SessionEvent], what: str) -> None:
         """Admit existing events (a seed or a persisted log) into this fresh session

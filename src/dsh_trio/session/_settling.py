@@ -35,15 +35,16 @@ SETTLE_AFTER: int | None = None
 class Settling:
     """Where the settling of a session's events into lines stands.
 
-    Each method takes the session's events and ``base``, how many of them (the
-    first ones) are kept as lines, and returns how many are once it is done. Never
-    blocks. Not thread-safe.
+    Each method settles what it can of the session's events, read through
+    :attr:`DecodedEvents.compact_count` (how many of them, the first ones, are kept as
+    lines); the session reads that count again afterwards. Never blocks. Not
+    thread-safe.
 
     Example::
 
         settling = Settling()
-        base = settling.turn_started(seq, base, events)  # at each turn/start
-        base = settling.offer(chunks, base, events)  # a writer's chunks of lines
+        settling.turn_started(seq, events)  # at each turn/start
+        settling.offer(chunks, events)  # a writer's chunks of lines
     """
 
     # The seq of the latest ``turn/start``: the events before the one preceding it
@@ -56,31 +57,24 @@ class Settling:
         default=None, init=False
     )
 
-    def turn_started(self, seq: int, base: int, events: DecodedEvents) -> int:
+    def turn_started(self, seq: int, events: DecodedEvents) -> None:
         """A ``turn/start`` at ``seq`` committed: settle the events before the
         previous turn's start into lines once there are enough of them."""
         previous = self._turn_mark
         if previous is None:
-            return base
+            return
         self._turn_mark = seq
         self._settled_below = previous
         if self._offered:
-            base = self._adopt_offered(base, events)
-        count = previous - base
+            self._adopt_offered(events)
+        count = previous - events.compact_count
         bound = SETTLE_AFTER
-        if bound is not None and count >= bound:
-            settled = events.settle(count)
-            base += settled
-            if settled < count:  # an event that has no faithful line stays a value
-                self._stop_settling()
-        return base
+        if bound is not None and count >= bound and events.settle(count) < count:
+            self._stop_settling()  # an event that has no faithful line stays a value
 
     def offer(
-        self,
-        chunks: Sequence[tuple[int, int, bytes]],
-        base: int,
-        events: DecodedEvents,
-    ) -> int:
+        self, chunks: Sequence[tuple[int, int, bytes]], events: DecodedEvents
+    ) -> None:
         """Chunks of the lines a log writer wrote for the session's events:
         ``(first seq, lines, zlib bytes)``, in seq order
         (:class:`~._line_chunks.LineChunks`).
@@ -90,31 +84,29 @@ class Settling:
         dropped.
         """
         if self._turn_mark is None or not chunks:
-            return base
+            return
         if self._offered is None:
             self._offered = list(chunks)
         else:
             self._offered.extend(chunks)
-        return self._adopt_offered(base, events)
+        self._adopt_offered(events)
 
-    def _adopt_offered(self, base: int, events: DecodedEvents) -> int:
+    def _adopt_offered(self, events: DecodedEvents) -> None:
         offered = self._offered
         assert offered is not None
         below = self._settled_below
         taken = 0
         for start, count, chunk in offered:
-            if start + count <= base:  # held as lines already
+            if start + count <= events.compact_count:  # held as lines already
                 taken += 1
                 continue
             if start + count > below:  # not settled yet: wait
                 break
-            if start != base or not events.adopt_lines(start, count, chunk):
+            if not events.adopt_lines(start, count, chunk):
                 self._stop_settling()  # a gap, or an event without a faithful line
-                return base
-            base += count
+                return
             taken += 1
         del offered[:taken]
-        return base
 
     def _stop_settling(self) -> None:
         """An event could not be settled: it and every later one stay values."""
