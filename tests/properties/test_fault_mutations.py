@@ -18,6 +18,7 @@ import trio
 import dsh_trio as dsh
 from dsh_trio.errors import PersistenceError
 from dsh_trio.loop._inbox import Inbox
+from dsh_trio.loop._recording import RecordingGate
 from dsh_trio.loop._work import AgentWork
 from dsh_trio.persistence import _jsonl, _jsonl_writer, _pg_lease, _pg_writer
 from dsh_trio.persistence._recorder import SessionRecorder
@@ -77,10 +78,10 @@ def test_a_flush_that_leaves_a_failed_fsync_to_a_later_write_is_reported(
 def test_a_turn_that_does_not_wait_for_its_writes_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def wait_written(self: AgentWork) -> None:
+    async def wait_written(self: RecordingGate) -> None:
         await trio.lowlevel.checkpoint()
 
-    monkeypatch.setattr(AgentWork, "wait_written", wait_written)
+    monkeypatch.setattr(RecordingGate, "wait_written", wait_written)
     assert_caught(FaultMachine, UNWRITTEN, **BUDGET)
 
 

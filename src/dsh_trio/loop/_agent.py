@@ -175,7 +175,7 @@ class Agent:
                 ``errno`` its errno); the events stay queued for the next flush.
                 After disposal: events were left unwritten.
         """
-        await self._work.flush()
+        await self._work.recording.flush()
 
     async def run(
         self,

@@ -306,7 +306,7 @@ class TurnDriver:
 
     async def wait_written(self) -> None:
         """Wait until the turn's events so far are written (see ``AgentWork``)."""
-        await self._work.wait_written()
+        await self._work.recording.wait_written()
 
     def _end_turn(
         self,

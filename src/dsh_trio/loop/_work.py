@@ -1,16 +1,17 @@
 """What an agent is doing and whether it may do more: its phase, lifetime and driver task.
 
 :class:`AgentWork` is the runtime side of one :class:`Agent`. It owns the agent's phase
-(idle, maintenance, running), its lifetime stage, the recorder that gates waking input,
-and the driver task that runs its turns; it is the observer of the agent's inbox. The
-agent (the public face) forwards its input methods here; the runtime keeps the work of
-each agent it created to attach a recorder, relay sessions and dispose of it.
+(idle, maintenance, running), its lifetime stage, the gate of its session log
+(:class:`~._recording.RecordingGate`) and the driver task that runs its turns; it is the
+observer of the agent's inbox. The agent (the public face) forwards its input methods
+here; the runtime keeps the work of each agent it created to attach a recorder, relay
+sessions and dispose of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import trio
@@ -42,6 +43,7 @@ from ._payloads import (
     InboxInserted,
 )
 from ._phase import Idle, Maintenance, Phase, Running
+from ._recording import RecordingGate
 from ._signal import CancelSignal
 from ._waits import TurnWaits
 
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from ._agent import Agent
     from ._services import AgentServices
 
-__all__ = ["AgentWork", "SessionRecording"]
+__all__ = ["AgentWork"]
 
 T = TypeVar("T")
 
@@ -63,23 +65,6 @@ _DISPOSED = 3
 # Built on every turn (see ``values.builder``).
 _turn_start = builder(TurnStart)
 _running = builder(Running)
-
-
-class SessionRecording(Protocol):
-    """What an agent needs of the recorder that writes its session's log."""
-
-    @property
-    def fault(self) -> PersistenceError | None:
-        """The failure of the last write while writes fail, else ``None``."""
-        ...
-
-    async def flush(self) -> None:
-        """Write and fsync everything queued; raise :class:`PersistenceError`."""
-        ...
-
-    async def wait_written(self) -> None:
-        """Write everything queued; raise :class:`PersistenceError`."""
-        ...
 
 
 class AgentWork:
@@ -95,12 +80,12 @@ class AgentWork:
     __slots__ = (
         "_driver",
         "_phase",
-        "_recorder",
         "_stage",
         "_task",
         "_waits",
         "agent",
         "inbox",
+        "recording",
         "services",
         "session",
     )
@@ -116,8 +101,9 @@ class AgentWork:
         self._driver: TurnDriver | None = None
         #: The driver task running this agent's turns now (``None`` between runs).
         self._task: trio.lowlevel.Task | None = None
-        # Writes the session's log; its ``fault`` refuses waking input.
-        self._recorder: SessionRecording | None = None
+        # The recorder writing the session's log, once it records: its fault refuses
+        # waking input, and a turn waits for it before it reports success.
+        self.recording = RecordingGate(session.id)
         # Made by the first ``run``/``stream`` or ``session/event`` listener.
         self._waits: TurnWaits | None = None
         self.agent: Agent  # bound by the agent (``bind``)
@@ -195,9 +181,8 @@ class AgentWork:
         """``Agent.send`` once its arguments are checked: queue, then wake or latch."""
         if self._stage >= _SEALED:
             self.check_alive()
-        recorder = self._recorder
-        if wakeup and recorder is not None and recorder.fault is not None:
-            raise self.refusal(recorder.fault)
+        if wakeup and (refused := self.recording.refusal()) is not None:
+            raise refused
         t = target if target.__class__ is InboxTarget else coerce_target(target)
         phase = self._phase
         after_abort = wakeup and not isinstance(phase, Idle) and phase.signal.cancelled
@@ -289,10 +274,6 @@ class AgentWork:
 
     # ------------------------------------------------------------------ persistence
 
-    def attach_recorder(self, recorder: SessionRecording) -> None:
-        """The recorder writing this agent's session log (set once it records)."""
-        self._recorder = recorder
-
     def persistence_failed(self, error: PersistenceError) -> None:
         """The session log's writes started failing: tell listeners.
 
@@ -314,46 +295,13 @@ class AgentWork:
                 scope=agent,
             )
 
-    def refusal(self, fault: PersistenceError) -> PersistenceError:
-        """The error refusing waking input while the log cannot be written."""
-        agent_id = self.session.id
-        error = PersistenceError(
-            f'agent "{agent_id}" takes no waking input while its session log cannot '
-            f"be written ({fault}); await agent.flush() to retry the writes",
-            session_id=agent_id,
-            cause=fault.__cause__,
-        )
-        error.__cause__ = fault.__cause__ or fault
-        return error
-
-    async def flush(self) -> None:
-        """``Agent.flush``: write and fsync what the session appended (see there)."""
-        recorder = self._recorder
-        if recorder is None:
-            await trio.lowlevel.checkpoint()
-            return
-        await recorder.flush()
-
-    async def wait_written(self) -> None:  # noqa: ASYNC910  # with no recorder there is nothing to wait for
-        """Wait until the turn's events so far are written (before its ``turn/end``).
-
-        A turn reports no success on a log that is not written.
-
-        Raises:
-            PersistenceError: they could not be written.
-        """
-        recorder = self._recorder
-        if recorder is not None:
-            await recorder.wait_written()
-
     # ------------------------------------------------------------------ driver
 
     def wake(self, after_abort: bool = False) -> None:
         """Start a turn on an idle agent, or latch the wake on a busy one."""
         if self._stage:
             return  # a disposing agent parks input; it never starts work again
-        recorder = self._recorder
-        if recorder is not None and recorder.fault is not None:
+        if self.recording.failing:
             return  # no turn on a log that is not written: a latched wake parks
         phase = self._phase
         if not isinstance(phase, Idle):

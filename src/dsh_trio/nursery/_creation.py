@@ -155,7 +155,7 @@ class AgentCreation:
                 entry.recorder = await start_recording(
                     persistence, entry.work, writer, self._services.spawn
                 )
-                entry.work.attach_recorder(entry.recorder)
+                entry.work.recording.attach(entry.recorder)
             if source == "resume" and (
                 not session.events or session.events[-1].type != "session/end-seed"
             ):
