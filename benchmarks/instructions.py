@@ -8,6 +8,14 @@ and the difference divided by N is the cost of a turn. The floor (per chunk one
 checkpoint and a list append, as in W1 and W2) is counted the same way, so every
 row is a ratio against a floor measured by the same method.
 
+W1-skeleton is W1 on the minimal adapter of :mod:`benchmarks.w1_skeleton` (a
+checkpoint before each text delta, nothing else), counted three ways: the floor, the
+*skeleton* (the shape the public contract fixes for a live turn and nothing else: a task
+per turn, a cancel scope, an event, the async-generator adapter read with ``async for``
+and a two-object frame handed to a listener per delta) and dsh_trio. Its two extra rows
+say what the shape itself costs over the floor and what the library adds to the shape,
+free of the machine's noise.
+
 W5 counts a whole cancelled turn: the agent-scoped listener cancels it
 (``agent.cancel(UserCancel())``) on the tenth text delta and the caller waits for
 ``when_idle()``; the interrupted reply is settled, ``step/end`` and ``turn/end``
@@ -63,10 +71,11 @@ from ._scenario import (
     bare_cancel_turn,
     bare_text_turn,
     bare_tool_turn,
-    reply_texts,
+    reply_chunks,
     scripted_reply,
 )
 from .jsonl_append import EVENTS_PER_TURN, append_turn
+from .w1_skeleton import FrameCounter, PlainModel, skeleton_turns
 from .w2_tools import _lookup_tool
 from .w5_cancel import partial_kept
 
@@ -76,6 +85,7 @@ NAME = "Ir"
 #: (workload, turns counted in a full run: per agent for W3).
 CASES: tuple[tuple[str, int], ...] = (
     ("W1", 200),
+    ("W1-skeleton", 200),
     ("W1-quiet", 200),
     ("W2", 100),
     ("W3", 3),
@@ -90,6 +100,8 @@ _AGENTS: Final = {"W3": 100}
 #: load reads.
 _UNITS: Final = {**_AGENTS, "Load": LOAD_EVENTS}
 _WARM_UP: Final = {"W3": 2}
+#: The workloads also counted as a skeleton (see the module).
+SKELETONS: Final = ("W1-skeleton",)
 #: The text delta whose listener cancels a W5 turn (as the peers' W5 does).
 CANCEL_AT: Final = 10
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
@@ -105,7 +117,15 @@ async def _each(agents: int, body: Callable[[int], Awaitable[None]]) -> None:
             nursery.start_soon(body, k)
 
 
-async def _floor(workload: str, turns: int, texts: tuple[str, ...]) -> None:
+def _texts(chunks: tuple[dsh.StreamChunk, ...]) -> tuple[str, ...]:
+    """The text of each text delta of ``chunks``."""
+    return tuple(c.text for c in chunks if isinstance(c, dsh.TextDelta))
+
+
+async def _floor(
+    workload: str, turns: int, chunks: tuple[dsh.StreamChunk, ...]
+) -> None:
+    texts = _texts(chunks)
     turn = bare_tool_turn if workload == "W2" else bare_text_turn
     warm_up = _WARM_UP.get(workload, 20)
 
@@ -120,10 +140,33 @@ async def _floor(workload: str, turns: int, texts: tuple[str, ...]) -> None:
     await _each(_AGENTS.get(workload, 1), agent)
 
 
-async def _runtime(workload: str, turns: int, texts: tuple[str, ...]) -> None:
-    model = (
-        ScriptedModel() if workload == "W2" else ScriptedModel(default=scripted_reply())
-    )
+async def _skeleton(
+    workload: str, turns: int, chunks: tuple[dsh.StreamChunk, ...]
+) -> None:
+    """W1's live turn with the shape and nothing else (see the module)."""
+    texts = _texts(chunks)
+    model = PlainModel(chunks)
+    counter = FrameCounter()
+    async with trio.open_nursery() as nursery:
+        await skeleton_turns(
+            nursery, model, _WARM_UP.get(workload, 20) + turns, counter
+        )
+    heard = (_WARM_UP.get(workload, 20) + turns) * len(texts)
+    if counter.n != heard:
+        raise RuntimeError(f"{workload}: {counter.n} text chunks heard, not {heard}")
+
+
+async def _runtime(
+    workload: str, turns: int, chunks: tuple[dsh.StreamChunk, ...]
+) -> None:
+    texts = _texts(chunks)
+    model: dsh.ModelAdapter
+    if workload == "W2":
+        model = ScriptedModel()
+    elif workload in SKELETONS:
+        model = PlainModel(chunks)
+    else:
+        model = ScriptedModel(default=scripted_reply())
     tools = [_lookup_tool()] if workload == "W2" else []
     agents, warm_up = _AGENTS.get(workload, 1), _WARM_UP.get(workload, 20)
     async with dsh.open_runtime(models={PROVIDER: model}, tools=tools) as runtime:
@@ -132,7 +175,7 @@ async def _runtime(workload: str, turns: int, texts: tuple[str, ...]) -> None:
         if workload != "W1-quiet":
             for handle in handles:
                 handle.agent.scope.on("agent/assistant-stream", counter)
-        if workload == "W2":
+        if isinstance(model, ScriptedModel) and workload == "W2":
             for i in range(warm_up + turns):
                 model.push(
                     tool_calls((f"call-{i}", "lookup", '{"key": "k"}')),
@@ -215,7 +258,7 @@ def count_turns(
     src: str | None = None,
 ) -> int:
     """Instructions of a child running ``turns`` turns of ``workload`` (``kind`` is
-    ``"floor"`` or ``"dsh_trio"``) after its set-up and warm-up; with no
+    ``"floor"``, ``"dsh_trio"`` or, for :data:`SKELETONS`, ``"skeleton"``) after its set-up and warm-up; with no
     ``valgrind``, the child runs natively and 0 is returned.
 
     ``gc=False`` runs the child with the cyclic garbage collector disabled (the
@@ -254,18 +297,25 @@ def count_turns(
     return int(found.group(1).replace(",", ""))
 
 
+def _kinds(workload: str) -> tuple[str, ...]:
+    """The ways ``workload`` is counted."""
+    if workload in SKELETONS:
+        return ("floor", "skeleton", "dsh_trio")
+    return ("floor", "dsh_trio")
+
+
 def run(ctx: Context) -> list[Row]:
     valgrind = shutil.which("valgrind")
     if ctx.quick or valgrind is None:
         for workload, _ in CASES:  # the children work (natively, a few turns)
-            for kind in ("floor", "dsh_trio"):
+            for kind in _kinds(workload):
                 count_turns(workload, kind, 2, None)
         why = "full run only" if valgrind else "valgrind is not installed"
         return [skipped(NAME, f"skipped: instruction counts need valgrind ({why})")]
     jobs = [
         (workload, kind, n)
         for workload, turns in CASES
-        for kind in ("floor", "dsh_trio")
+        for kind in _kinds(workload)
         for n in (0, turns)
     ]
     ctx.log(f"{len(jobs)} counted runs under cachegrind, two at a time")
@@ -292,13 +342,34 @@ def run(ctx: Context) -> list[Row]:
                 detail={"floor": floor, "dsh_trio": runtime},
             )
         )
+        if workload in SKELETONS:
+            shape = per_turn[workload, "skeleton"]
+            rows += [
+                Row(
+                    workload=NAME,
+                    metric=f"{workload}: instructions per turn, skeleton / floor",
+                    unit="x",
+                    samples=(shape / floor,),
+                    note=f"the shape alone: skeleton {shape:,.0f} instructions per turn",
+                    detail={"floor": floor, "skeleton": shape},
+                ),
+                Row(
+                    workload=NAME,
+                    metric=f"{workload}: instructions per turn, dsh_trio / skeleton",
+                    unit="x",
+                    samples=(runtime / shape,),
+                    note=f"what the library adds to the shape: {runtime - shape:,.0f} "
+                    "instructions per turn",
+                    detail={"skeleton": shape, "dsh_trio": runtime},
+                ),
+            ]
     return rows
 
 
 def _main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="one counted child run")
     parser.add_argument("workload", choices=[w for w, _ in CASES])
-    parser.add_argument("kind", choices=["floor", "dsh_trio"])
+    parser.add_argument("kind", choices=["floor", "skeleton", "dsh_trio"])
     parser.add_argument("turns", type=int, help="turns, or loads for Load")
     parser.add_argument(
         "--no-gc", action="store_true", help="disable the cyclic garbage collector"
@@ -309,8 +380,11 @@ def _main(argv: Sequence[str] | None = None) -> None:
     if args.workload == "Load":
         trio.run(_loads, args.kind, args.turns)
         return
-    body = _floor if args.kind == "floor" else _runtime
-    trio.run(body, args.workload, args.turns, reply_texts())
+    if args.kind == "skeleton" and args.workload not in SKELETONS:
+        parser.error(f"{args.workload} has no skeleton (only {', '.join(SKELETONS)})")
+    body = {"floor": _floor, "skeleton": _skeleton, "dsh_trio": _runtime}[args.kind]
+    # The reply's chunks are collected from the scripted model before the run.
+    trio.run(body, args.workload, args.turns, reply_chunks())
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from ._harness import Context, Row, clean_heap, timed
 from ._scenario import OPTIONS, PROVIDER, LiveCounter, reply_chunks
 from .w1_turns import bare_turns
 
-__all__ = ["PlainModel", "run", "skeleton_turns"]
+__all__ = ["FrameCounter", "PlainModel", "run", "skeleton_turns"]
 
 NAME = "W1-skeleton"
 
@@ -107,7 +107,9 @@ async def skeleton_turns(
     return log
 
 
-class _Count:
+class FrameCounter:
+    """The skeleton's live consumer: counts the frames of text deltas."""
+
     __slots__ = ("n",)
 
     def __init__(self) -> None:
@@ -141,7 +143,7 @@ def _measure(turns: int, reps: int) -> list[dict[str, float]]:
             counter = LiveCounter()
             live.scope.on("agent/assistant-stream", counter)
             quiet = (await runtime.agents.create(options=OPTIONS)).agent
-            count = _Count()
+            count = FrameCounter()
             runs: dict[str, Callable[[], Any]] = {
                 "floor": lambda: bare_turns(turns, texts),
                 "skeleton": lambda: skeleton_turns(nursery, model, turns, count),

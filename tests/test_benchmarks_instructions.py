@@ -20,7 +20,7 @@ import os
 import sys
 assert os.environ.get("PYTHONHASHSEED") == "0"  # counts comparable across children
 workload, kind, turns = sys.argv[-3:]
-per_turn = {{"floor": 400, "dsh_trio": 1000}}[kind] * (2 if workload == "W2" else 1)
+per_turn = {{"floor": 400, "skeleton": 600, "dsh_trio": 1000}}[kind] * (2 if workload == "W2" else 1)
 # W3's turns are per agent; a Load repetition reads 10,000 events
 agents = {{"W3": 100, "Load": 10_000}}.get(workload, 1)
 count = 1_000 + int(turns) * agents * per_turn
@@ -61,17 +61,34 @@ def test_instruction_ratios_come_from_counted_runs(tmp_path: Path) -> None:
     rows = json.loads(done.stdout.splitlines()[-1])
     assert [metric.split(":")[0] for metric, *_ in rows] == [
         "W1",
+        "W1-skeleton",
+        "W1-skeleton",
+        "W1-skeleton",
         "W1-quiet",
         "W2",
         "W3",
         "W5",
         "Load",
     ]
+    shape = {
+        "W1-skeleton: instructions per turn, skeleton / floor": (
+            [1.5],
+            {"floor": 400.0, "skeleton": 600.0},
+        ),
+        "W1-skeleton: instructions per turn, dsh_trio / skeleton": (
+            [1000 / 600],
+            {"skeleton": 600.0, "dsh_trio": 1000.0},
+        ),
+    }
     for metric, samples, detail, status in rows:
         assert status == "ok"
+        if metric in shape:
+            assert (samples, detail) == shape.pop(metric)
+            continue
         assert samples == [2.5], metric
         scale = 2 if metric.startswith("W2") else 1
         assert detail == {"floor": 400.0 * scale, "dsh_trio": 1000.0 * scale}
+    assert not shape  # both rows of the skeleton were made
 
 
 FAKE_COMPARED = """#!{python}
