@@ -304,6 +304,26 @@ def _kinds(workload: str) -> tuple[str, ...]:
     return ("floor", "dsh_trio")
 
 
+def _ratio_row(
+    workload: str,
+    unit: str,
+    counted: tuple[str, float],
+    against: tuple[str, float],
+    note: str,
+) -> Row:
+    """The row of ``counted``'s instructions per ``unit`` over ``against``'s (each a
+    ``(kind, instructions)`` pair)."""
+    (name, count), (base_name, base) = counted, against
+    return Row(
+        workload=NAME,
+        metric=f"{workload}: instructions per {unit}, {name} / {base_name}",
+        unit="x",
+        samples=(count / base,),
+        note=note,
+        detail={base_name: base, name: count},
+    )
+
+
 def run(ctx: Context) -> list[Row]:
     valgrind = shutil.which("valgrind")
     if ctx.quick or valgrind is None:
@@ -333,34 +353,31 @@ def run(ctx: Context) -> list[Row]:
         floor, runtime = per_turn[workload, "floor"], per_turn[workload, "dsh_trio"]
         unit = "event" if workload == "Load" else "turn"
         rows.append(
-            Row(
-                workload=NAME,
-                metric=f"{workload}: instructions per {unit}, dsh_trio / floor",
-                unit="x",
-                samples=(runtime / floor,),
-                note=f"floor {floor:,.0f}, dsh_trio {runtime:,.0f} instructions per {unit}",
-                detail={"floor": floor, "dsh_trio": runtime},
+            _ratio_row(
+                workload,
+                unit,
+                ("dsh_trio", runtime),
+                ("floor", floor),
+                f"floor {floor:,.0f}, dsh_trio {runtime:,.0f} instructions per {unit}",
             )
         )
         if workload in SKELETONS:
             shape = per_turn[workload, "skeleton"]
             rows += [
-                Row(
-                    workload=NAME,
-                    metric=f"{workload}: instructions per turn, skeleton / floor",
-                    unit="x",
-                    samples=(shape / floor,),
-                    note=f"the shape alone: skeleton {shape:,.0f} instructions per turn",
-                    detail={"floor": floor, "skeleton": shape},
+                _ratio_row(
+                    workload,
+                    unit,
+                    ("skeleton", shape),
+                    ("floor", floor),
+                    f"the shape alone: skeleton {shape:,.0f} instructions per turn",
                 ),
-                Row(
-                    workload=NAME,
-                    metric=f"{workload}: instructions per turn, dsh_trio / skeleton",
-                    unit="x",
-                    samples=(runtime / shape,),
-                    note=f"what the library adds to the shape: {runtime - shape:,.0f} "
+                _ratio_row(
+                    workload,
+                    unit,
+                    ("dsh_trio", runtime),
+                    ("skeleton", shape),
+                    f"what the library adds to the shape: {runtime - shape:,.0f} "
                     "instructions per turn",
-                    detail={"skeleton": shape, "dsh_trio": runtime},
                 ),
             ]
     return rows
